@@ -1,0 +1,67 @@
+"""Candidates from files: the reference itself, a shipped solution, or a directory of kernels."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import Candidate
+
+MODES = ("auto", "reference", "shipped")
+
+
+class CandidateError(Exception):
+    """The user asked for a candidate that does not exist; str() is one line."""
+
+
+class NoCandidate(Exception):
+    """Nothing to run for this item on this hardware (the item is skipped with this reason)."""
+
+
+def parse_mode(value: str) -> tuple[str, str | None]:
+    mode, _, name = value.partition(":")
+    if mode not in MODES or (name and mode != "shipped"):
+        raise CandidateError(f"--kb-candidate={value!r}: expected auto, reference, shipped or shipped:NAME")
+    return mode, name or None
+
+
+def reference(problem) -> Candidate:
+    return Candidate("reference", "self-check", problem.reference_path.read_text(),
+                     origin=str(problem.reference_path), is_reference=True)
+
+
+def shipped(problem, device: str, name: str | None, strict: bool) -> Candidate | None:
+    """A shipped solution that runs on `device` (the named one, else the first by name)."""
+    options = problem.solutions
+    if name is not None:
+        if name not in options:
+            known = ", ".join(sorted(options)) or "none"
+            raise CandidateError(f"{problem.path}/solutions/{name}.py does not exist (shipped: {known})")
+        picks = [name]
+    else:
+        picks = sorted(options)
+    for n in picks:
+        if device in options[n]["devices"]:
+            path = options[n]["path"]
+            return Candidate("shipped", f"shipped:{n}", path.read_text(), origin=str(path))
+    if strict:
+        what = f"solutions/{name}.py does not run" if name else "no shipped solution runs"
+        raise NoCandidate(f"{what} on {device}")
+    return None
+
+
+def from_directory(problem, directory: Path) -> Candidate:
+    path = Path(directory) / problem.category / f"{problem.name}.py"
+    if not path.is_file():
+        raise CandidateError(f"{path}: no candidate for {problem.id} in --kb-solutions={directory} "
+                             f"(expected <dir>/{problem.category}/{problem.name}.py)")
+    return Candidate("dir", f"dir:{Path(directory).name}", path.read_text(), origin=str(path))
+
+
+def choose(problem, device: str, mode_value: str, solutions_dir: str | None) -> Candidate:
+    if solutions_dir:
+        return from_directory(problem, Path(solutions_dir))
+    mode, name = parse_mode(mode_value)
+    if mode == "reference":
+        return reference(problem)
+    if mode == "shipped":
+        return shipped(problem, device, name, strict=True)
+    return shipped(problem, device, None, strict=False) or reference(problem)

@@ -1,0 +1,321 @@
+"""Run one job under torchrun with a deadline, and leave no process behind.
+
+torchrun starts every rank in its own session, so killing torchrun's process group alone orphans
+the ranks. Every process of a job carries KB_JOB_TOKEN in its environment; on the way out we
+kill, by pid, every process that has the token, belongs to a session we saw in the job's tree,
+or descends from one of those, and check again until none is left.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+LOG_LIMIT_BYTES = 8 << 20
+TAIL_CHARS = 3000
+SAFE_ENV = {  # NVLink multicast must stay off on the lent machines; hangs must surface fast
+    "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+    "TORCH_NCCL_ENABLE_MONITORING": "0", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+
+@dataclass
+class LaunchOutcome:
+    status: str                    # passed | failed
+    category: str | None = None    # failure category (see metrics.CATEGORIES)
+    message: str = ""
+    result: dict | None = None     # the worker's result.json when trusted
+    returncode: int | None = None
+    wall_s: float = 0.0
+    compile_s: float = 0.0
+    rank_phases: dict = field(default_factory=dict)
+    killed: list = field(default_factory=list)   # stray processes killed after the job
+    log_tail: str = ""
+
+
+def _proc_stat(pid: int):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            data = f.read()
+    except OSError:
+        return None
+    rest = data[data.rindex(")") + 2:].split()
+    return int(rest[1]), int(rest[3])  # ppid, sid
+
+
+def _has_token(pid: int, token: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return token in f.read()
+    except OSError:
+        return False
+
+
+def _pids():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+class ProcessHunter:
+    """Remembers the job's processes and sessions while it runs; kills all of them at the end."""
+
+    def __init__(self, root_pid: int, token: str):
+        self.root = root_pid
+        self.token = f"KB_JOB_TOKEN={token}".encode()
+        self.known: set[int] = {root_pid}
+        self.sessions: set[int] = {root_pid}
+
+    def scan(self) -> set[int]:
+        me = os.getpid()
+        stats = {pid: st for pid in _pids() if pid != me and (st := _proc_stat(pid))}
+        found = set()
+        changed = True
+        while changed:
+            changed = False
+            for pid, (ppid, sid) in stats.items():
+                if pid in found:
+                    continue
+                if pid in self.known or ppid in found or ppid in self.known or sid in self.sessions \
+                        or _has_token(pid, self.token):
+                    found.add(pid)
+                    changed = True
+        alive = {p for p in found if _alive(p)}
+        self.known |= alive
+        self.sessions |= {stats[p][1] for p in alive if p in stats and stats[p][1] != os.getsid(0)}
+        return alive
+
+    def kill_all(self, grace_s: float = 3.0, terminate_root: bool = True) -> list[int]:
+        """SIGTERM torchrun (it cleans its ranks up), then SIGKILL whatever is left, until none is."""
+        if terminate_root:
+            _signal(self.root, signal.SIGTERM)
+        else:
+            self.known.discard(self.root)   # already reaped: its pid may be reused
+        end = time.monotonic() + grace_s
+        while time.monotonic() < end and self.scan() - {self.root}:
+            time.sleep(0.1)
+        killed = []
+        for _ in range(50):
+            left = self.scan()
+            if not left:
+                break
+            for pid in left:
+                if _signal(pid, signal.SIGKILL):
+                    killed.append(pid)
+            time.sleep(0.1)
+        return sorted(set(killed))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _signal(pid: int, sig) -> bool:
+    try:
+        os.kill(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def read_phases(job_dir: Path) -> dict:
+    phases = {}
+    for f in sorted((job_dir / "hb").glob("rank*")):
+        if f.name[4:].isdigit():
+            text = f.read_text(errors="replace").strip()
+            phases[int(f.name[4:])] = text.split(" ", 1)[1] if " " in text else text
+    return phases
+
+
+def tail(path: Path, chars: int = TAIL_CHARS) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - chars))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def cap_logs(job_dir: Path, limit: int = LOG_LIMIT_BYTES) -> list[str]:
+    """Keep each log under `limit` without stopping the writer: ranks append (O_APPEND), so a
+    truncation just restarts the file; its first bytes are saved once as <log>.head."""
+    cut = []
+    for log in (job_dir / "logs").glob("*.log"):
+        try:
+            if log.stat().st_size > limit:
+                head = log.with_suffix(".head")
+                if not head.exists():
+                    with open(log, "rb") as f:
+                        head.write_bytes(f.read(64 << 10))
+                os.truncate(log, 0)
+                cut.append(log.name)
+        except OSError:
+            pass
+    return cut
+
+
+def run_job(job_dir: Path, job: dict, nproc: int, timeout_s: float, compile_timeout_s: float = 600.0,
+            cuda_devices: list[int] | None = None, extensions_dir: str | None = None,
+            monitor=None) -> LaunchOutcome:
+    """Write job.json, run torchrun, wait under the deadline, classify what happened."""
+    job_dir = Path(job_dir)
+    (job_dir / "logs").mkdir(parents=True, exist_ok=True)
+    cwd = job_dir / "cwd"
+    cwd.mkdir(exist_ok=True)
+    (job_dir / "job.json").write_text(json.dumps(job, indent=1))
+    env = _env(job["token"], cuda_devices, extensions_dir)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+           "--max-restarts=0", "--monitor-interval=0.1", "-m", "pytest_kernelbench.worker", str(job_dir)]
+    t0 = time.monotonic()
+    with open(job_dir / "logs" / "torchrun.log", "ab") as out:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    hunter = ProcessHunter(proc.pid, job["token"])
+    compile_s, last, last_scan, truncated = 0.0, t0, 0.0, set()
+    timed_out = None
+    while proc.poll() is None:
+        time.sleep(0.1)
+        now = time.monotonic()
+        phases = read_phases(job_dir)
+        if any(p.startswith("import candidate") for p in phases.values()):
+            compile_s += now - last  # compiling a CUDA candidate does not eat the run's deadline
+        last = now
+        if now - last_scan > 1.0:
+            hunter.scan()
+            truncated.update(cap_logs(job_dir))
+            last_scan = now
+        if compile_s > compile_timeout_s:
+            timed_out = f"importing/compiling the candidate took longer than {compile_timeout_s:.0f} s"
+        elif now - t0 - compile_s > timeout_s:
+            timed_out = f"deadline of {timeout_s:.0f} s passed"
+        if monitor:
+            monitor(phases)
+        if timed_out:
+            break
+    wall = time.monotonic() - t0
+    phases = read_phases(job_dir)
+    if timed_out:
+        killed = hunter.kill_all()
+        proc.wait(timeout=10)
+        where = "; ".join(f"rank {r}: {p}" for r, p in sorted(phases.items())) or "no rank reported a phase"
+        return LaunchOutcome("failed", "timeout", f"{timed_out} ({where})", returncode=proc.returncode,
+                             wall_s=wall, compile_s=compile_s, rank_phases=phases, killed=killed,
+                             log_tail=_logs_tail(job_dir))
+    killed = hunter.kill_all(grace_s=0.0, terminate_root=False)   # strays a candidate left behind (children, daemons)
+    outcome = _classify(job_dir, job, nproc, proc.returncode)
+    outcome.wall_s, outcome.compile_s, outcome.rank_phases, outcome.killed = wall, compile_s, phases, killed
+    if truncated:
+        outcome.message += f" [log truncated: {', '.join(sorted(truncated))} exceeded {LOG_LIMIT_BYTES >> 20} MiB]"
+    return outcome
+
+
+def _env(token: str, cuda_devices, extensions_dir) -> dict:
+    env = dict(os.environ)
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTEST_CURRENT_TEST",
+              "PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS"):
+        env.pop(k, None)
+    env.update(SAFE_ENV)
+    env["KB_JOB_TOKEN"] = token
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_PARENT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    if cuda_devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in cuda_devices)
+    if extensions_dir:
+        env["TORCH_EXTENSIONS_DIR"] = extensions_dir
+    return env
+
+
+def _logs_tail(job_dir: Path, ranks=None) -> str:
+    parts = []
+    for log in sorted((job_dir / "logs").glob("rank*.log")):
+        r = log.stem[4:]
+        if ranks is None or (r.isdigit() and int(r) in ranks):
+            t = tail(log, 1500).strip()
+            if t:
+                parts.append(f"--- rank {r} ---\n{t}")
+    return "\n".join(parts)
+
+
+def _classify(job_dir: Path, job: dict, nproc: int, rc: int) -> LaunchOutcome:
+    errors = []
+    for f in (job_dir / "error").glob("rank*.json"):
+        try:
+            errors.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            pass
+    done = {int(f.name[4:]) for f in (job_dir / "done").glob("rank*")
+            if f.name[4:].isdigit() and f.read_text() == job["token"]} if (job_dir / "done").is_dir() else set()
+    result_path = job_dir / "result.json"
+    if rc == 0 and len(done) == nproc and result_path.exists():
+        try:
+            result = json.loads(result_path.read_text())
+        except ValueError as e:
+            return LaunchOutcome("failed", "crash", f"unreadable result.json: {e}", returncode=rc)
+        failure = result.get("failure")
+        if failure:
+            return LaunchOutcome("failed", failure["category"], failure["message"], result=result, returncode=rc)
+        return LaunchOutcome("passed", None, "", result=result, returncode=rc)
+    if errors:
+        # the candidate's own error explains the others (peers then fail inside a collective)
+        order = {"candidate": 0, "reference": 1, "harness": 2}
+        errors.sort(key=lambda e: (order.get(e.get("where"), 3), e.get("time", 0)))
+        e = errors[0]
+        msg = f"rank {e['rank']}: {e['message']}"
+        tb = e.get("traceback", "").strip()
+        if tb and e.get("where") == "candidate":
+            msg += "\n" + _trim_traceback(tb)
+        return LaunchOutcome("failed", e["category"], msg, returncode=rc, log_tail=_logs_tail(job_dir, {e["rank"]}))
+    torchrun_log = tail(job_dir / "logs" / "torchrun.log", 20000)
+    dead = _dead_ranks(torchrun_log)
+    if dead:
+        rank, code = dead[0]
+        how = _describe_exit(code)
+        return LaunchOutcome("failed", "crash", f"rank {rank} died ({how}) without reporting an error",
+                             returncode=rc, log_tail=_logs_tail(job_dir, {rank}) or torchrun_log[-TAIL_CHARS:])
+    missing = sorted(set(range(nproc)) - done)
+    if rc == 0:
+        return LaunchOutcome("failed", "crash", f"torchrun exited 0 but rank(s) {missing} never finished the "
+                             "protocol (exited early?)", returncode=rc, log_tail=_logs_tail(job_dir))
+    return LaunchOutcome("failed", "crash", f"torchrun exited with {rc}; rank(s) {missing} did not finish",
+                         returncode=rc, log_tail=torchrun_log[-TAIL_CHARS:] + _logs_tail(job_dir))
+
+
+def _trim_traceback(tb: str, lines: int = 12) -> str:
+    keep = tb.splitlines()
+    return "\n".join(keep[-lines:])
+
+
+_RANK_EXIT = re.compile(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", re.S)
+_RANK_EXIT_ONELINE = re.compile(r"rank: (\d+) \(local_rank: \d+\)\s+exitcode\s*:\s*(-?\d+)")
+
+
+def _dead_ranks(log: str) -> list[tuple[int, int]]:
+    found = [(int(r), int(c)) for r, c in _RANK_EXIT_ONELINE.findall(log)]
+    if not found:
+        found = [(int(r), int(c)) for r, c in _RANK_EXIT.findall(log)]
+    return [(r, c) for r, c in found if c != 0]
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def remove_job_dir(job_dir: Path):
+    shutil.rmtree(job_dir, ignore_errors=True)

@@ -1,0 +1,222 @@
+"""Load and validate a problem folder: problem.yaml, reference.py, harness.py, solutions/.
+
+Runs in the pytest process, so it never imports reference, harness or solution code: it checks
+the harness's functions by parsing its source.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+CATEGORIES = ("p2p", "collective", "ep", "fusion", "utility")
+PARALLELISMS = ("tp", "sp", "cp", "dp", "fsdp", "ep", "pp")
+DIFFICULTIES = ("easy", "medium", "hard")
+LIBRARIES = ("nccl", "gloo", "symm_mem", "nvshmem", "triton", "cuda", "cublas", "mscclpp", "deepep")
+DEVICES = ("cpu", "cuda")
+DTYPES = ("float32", "float16", "bfloat16")
+FORBID_FAMILIES = ("collectives", "p2p", "symm_mem_ops")
+# Defaults by dtype: sums over ranks are re-associated by any other algorithm, so bf16/fp16
+# need room for rounding of the reduction order.
+DEFAULT_TOLERANCE = {
+    "float32": {"atol": 1e-4, "rtol": 1e-4},
+    "float16": {"atol": 1e-3, "rtol": 1e-3},
+    "bfloat16": {"atol": 1e-2, "rtol": 1.6e-2},
+}
+HARNESS_REQUIRED = ("inputs", "cost")
+HARNESS_OPTIONAL = ("check",)
+TINY = "tiny"
+
+
+class ProblemError(Exception):
+    """A problem folder is malformed. str() is one line naming the file and what is wrong."""
+
+    def __init__(self, path: Path, what: str):
+        super().__init__(f"{path}: {what}")
+        self.path = path
+        self.what = what
+
+
+@dataclass(frozen=True)
+class Problem:
+    root: Path                 # the problems/ directory the id is relative to
+    path: Path                 # the problem folder
+    title: str
+    description: str
+    category: str
+    parallelism: tuple
+    difficulty: str
+    libraries: tuple
+    world_sizes: tuple
+    devices: tuple
+    dtype: str
+    sizes: dict                # name -> dict, in yaml order
+    forbid: tuple
+    inplace: bool
+    tolerance: dict
+    timeout_s: float | None
+    cpu_note: str | None
+    solutions: dict = field(default_factory=dict)   # name -> {"path": Path, "devices": tuple}
+
+    @property
+    def id(self) -> str:
+        return self.path.relative_to(self.root).as_posix()
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def reference_path(self) -> Path:
+        return self.path / "reference.py"
+
+    @property
+    def harness_path(self) -> Path:
+        return self.path / "harness.py"
+
+    @property
+    def markers(self) -> list[str]:
+        names = [self.category, self.difficulty, *self.parallelism, *self.libraries]
+        return list(dict.fromkeys(names))
+
+
+def _need(data: dict, key: str, path: Path, kind, choices=None):
+    if key not in data:
+        raise ProblemError(path, f"missing field '{key}'")
+    value = data[key]
+    if not isinstance(value, kind):
+        raise ProblemError(path, f"field '{key}' must be {_kind_name(kind)}, got {type(value).__name__} {value!r}")
+    if choices is not None and value not in choices:
+        raise ProblemError(path, f"field '{key}' is {value!r}; expected one of {', '.join(choices)}")
+    return value
+
+
+def _kind_name(kind) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join({str: "a string", list: "a list", dict: "a mapping", bool: "true/false",
+                        int: "an integer", float: "a number"}.get(k, k.__name__) for k in kinds)
+
+
+def _list_of(data: dict, key: str, path: Path, choices, allow_empty=True) -> tuple:
+    values = _need(data, key, path, list)
+    if not values and not allow_empty:
+        raise ProblemError(path, f"field '{key}' must not be empty")
+    for v in values:
+        if v not in choices:
+            raise ProblemError(path, f"field '{key}' has {v!r}; expected any of {', '.join(map(str, choices))}")
+    return tuple(values)
+
+
+def harness_functions(harness_path: Path) -> set[str]:
+    """Top-level function names in harness.py, found by parsing (never importing) it."""
+    try:
+        tree = ast.parse(harness_path.read_text(), filename=str(harness_path))
+    except SyntaxError as e:
+        raise ProblemError(harness_path, f"syntax error at line {e.lineno}: {e.msg}") from None
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def load_problem(yaml_path: Path, root: Path) -> Problem:
+    yaml_path = Path(yaml_path)
+    folder = yaml_path.parent
+    try:
+        data = yaml.safe_load(yaml_path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ProblemError(yaml_path, f"invalid YAML{where}: {getattr(e, 'problem', e)}") from None
+    if not isinstance(data, dict):
+        raise ProblemError(yaml_path, "must be a mapping of fields")
+    p = yaml_path
+    title = _need(data, "title", p, str)
+    description = _need(data, "description", p, str)
+    if not description.strip():
+        raise ProblemError(p, "field 'description' must not be empty")
+    category = _need(data, "category", p, str, CATEGORIES)
+    parallelism = _list_of(data, "parallelism", p, PARALLELISMS)
+    difficulty = _need(data, "difficulty", p, str, DIFFICULTIES)
+    libraries = _list_of(data, "libraries", p, LIBRARIES)
+    world_sizes = _need(data, "world_sizes", p, list)
+    if not world_sizes or not all(isinstance(w, int) and not isinstance(w, bool) and w >= 1 for w in world_sizes):
+        raise ProblemError(p, f"field 'world_sizes' must be a non-empty list of positive integers, got {world_sizes!r}")
+    devices = _list_of(data, "devices", p, DEVICES, allow_empty=False)
+    dtype = _need(data, "dtype", p, str, DTYPES)
+    sizes = _need(data, "sizes", p, dict)
+    if TINY not in sizes:
+        raise ProblemError(p, "field 'sizes' must define 'tiny' (the CPU/CI size)")
+    for name, cfg in sizes.items():
+        if not isinstance(cfg, dict):
+            raise ProblemError(p, f"field 'sizes.{name}' must be a mapping, got {cfg!r}")
+    forbid = _list_of(data, "forbid", p, FORBID_FAMILIES) if "forbid" in data else ()
+    inplace = _need(data, "inplace", p, bool) if "inplace" in data else False
+    tolerance = dict(DEFAULT_TOLERANCE[dtype])
+    if "tolerance" in data:
+        tol = _need(data, "tolerance", p, dict)
+        for k, v in tol.items():
+            if k not in ("atol", "rtol") or not isinstance(v, (int, float)) or v < 0:
+                raise ProblemError(p, f"field 'tolerance.{k}' must be atol/rtol with a number >= 0, got {v!r}")
+            tolerance[k] = float(v)
+    timeout_s = None
+    if "timeout_s" in data:
+        timeout_s = _need(data, "timeout_s", p, (int, float))
+        if timeout_s <= 0:
+            raise ProblemError(p, f"field 'timeout_s' must be > 0, got {timeout_s!r}")
+    cpu_note = data.get("cpu_note")
+    known = {"title", "description", "category", "parallelism", "difficulty", "libraries", "world_sizes",
+             "devices", "dtype", "sizes", "forbid", "inplace", "tolerance", "timeout_s", "cpu_note", "solutions"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ProblemError(p, f"unknown field '{unknown[0]}' (known: {', '.join(sorted(known))})")
+
+    if not (folder / "reference.py").is_file():
+        raise ProblemError(folder / "reference.py", "missing (every problem needs a reference solution())")
+    if not (folder / "harness.py").is_file():
+        raise ProblemError(folder / "harness.py", "missing (every problem needs inputs() and cost())")
+    found = harness_functions(folder / "harness.py")
+    for fn in HARNESS_REQUIRED:
+        if fn not in found:
+            raise ProblemError(folder / "harness.py", f"missing function '{fn}()'")
+    try:
+        ref_tree = ast.parse((folder / "reference.py").read_text())
+    except SyntaxError as e:
+        raise ProblemError(folder / "reference.py", f"syntax error at line {e.lineno}: {e.msg}") from None
+    if "solution" not in {n.name for n in ref_tree.body if isinstance(n, ast.FunctionDef)}:
+        raise ProblemError(folder / "reference.py", "missing function 'solution()'")
+
+    solutions = _solutions(folder, data.get("solutions") or {}, devices, p)
+    return Problem(root=Path(root), path=folder, title=title, description=description, category=category,
+                   parallelism=parallelism, difficulty=difficulty, libraries=libraries,
+                   world_sizes=tuple(sorted(world_sizes)), devices=devices, dtype=dtype, sizes=dict(sizes),
+                   forbid=forbid, inplace=inplace, tolerance=tolerance, timeout_s=timeout_s,
+                   cpu_note=cpu_note, solutions=solutions)
+
+
+def _solutions(folder: Path, declared: dict, devices: tuple, p: Path) -> dict:
+    if not isinstance(declared, dict):
+        raise ProblemError(p, "field 'solutions' must be a mapping name -> {devices: [...]}")
+    found = {f.stem: f for f in sorted((folder / "solutions").glob("*.py"))} if (folder / "solutions").is_dir() else {}
+    out = {}
+    for name, cfg in declared.items():
+        if name not in found:
+            raise ProblemError(p, f"field 'solutions.{name}' names solutions/{name}.py, which does not exist")
+        cfg = cfg or {}
+        devs = cfg.get("devices", list(devices))
+        bad = [d for d in devs if d not in DEVICES]
+        if bad:
+            raise ProblemError(p, f"field 'solutions.{name}.devices' has {bad[0]!r}; expected any of cpu, cuda")
+        out[name] = {"path": found[name], "devices": tuple(devs)}
+    for name, path in found.items():
+        out.setdefault(name, {"path": path, "devices": tuple(devices)})
+    return out
+
+
+def size_names(problem: Problem, device: str, requested: list[str] | None) -> list[str]:
+    """Which sizes run: the ones asked for, else tiny on CPU and every other size on CUDA."""
+    if requested:
+        return [s for s in requested if s in problem.sizes]
+    if device == "cpu":
+        return [TINY]
+    gpu = [s for s in problem.sizes if s != TINY]
+    return gpu or [TINY]

@@ -1,0 +1,184 @@
+"""One benchmark run: its settings, ids and machine, and running one item end to end
+(placement -> job -> launch -> record). Lives in every pytest process (controller and xdist
+workers); only the controller writes reports."""
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import hardware, launch, metrics, roofline
+from .gpus import GpuPool
+from .problem import size_names
+
+DEFAULT_TIMEOUT_S = 300.0
+TIMING = {  # CPU runs check logic (gloo numbers are not speed); GPU runs are the real thing
+    "cpu": {"rounds": 5, "warmup": 2, "round_s": 0.01, "max_iters": 200},
+    "cuda": {"rounds": 9, "warmup": 5, "round_s": 0.025, "max_iters": 5000},
+}
+
+
+class Skip(Exception):
+    """The item cannot run here; str() is the reason."""
+
+
+@dataclass
+class Placement:
+    device: str
+    world_size: int
+    sizes: list
+
+
+@dataclass
+class Settings:
+    candidate: str = "auto"
+    solutions: str | None = None
+    device: str = "auto"
+    nproc: int | None = None
+    cpu_ranks: int = 4
+    timeout: float | None = None
+    compile_timeout: float = 600.0
+    pg_timeout: float = 30.0
+    sizes: list | None = None
+    trials: int = 2
+    timing: bool = True
+    timing_rounds: int | None = None
+    seed: str | None = None
+    enforce_forbid: bool = False
+    exclusive: bool = False
+    keep_jobs: bool = False
+    report: str | None = None
+
+
+def new_run_id(label: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-")[:40] or "run"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{slug}-{secrets.token_hex(2)}"
+
+
+class KBSession:
+    def __init__(self, settings: Settings, rootdir: Path, run_id: str, nonce: str, machine: dict | None = None):
+        self.settings = settings
+        self.rootdir = Path(rootdir)
+        self.run_id = run_id
+        self.nonce = nonce
+        self.machine = machine if machine is not None else hardware.machine_info()
+        self.gpu_count = hardware.cuda_device_count()
+        report = Path(settings.report) if settings.report else self.rootdir / "reports" / f"{run_id}.json"
+        self.json_path = report if report.is_absolute() else self.rootdir / report
+        self.jsonl_path = self.json_path.with_suffix(".jsonl")
+        self.run_dir = self.json_path.with_suffix("")       # prompts, candidates, job folders
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.pool = GpuPool(self.run_dir / "gpus.json", list(range(self.gpu_count))) if self.gpu_count else None
+        self.extensions_dir = os.environ.get("TORCH_EXTENSIONS_DIR") or str(
+            Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pytest-kernelbench" / "torch_extensions")
+
+    # ---- where an item runs ----------------------------------------------------------------
+    def place(self, problem) -> Placement:
+        s = self.settings
+        if s.device == "cuda" or (s.device == "auto" and self.gpu_count and "cuda" in problem.devices):
+            device = "cuda"
+        elif s.device in ("cpu", "auto") and "cpu" in problem.devices:
+            device = "cpu"
+        elif "cpu" not in problem.devices:
+            note = f" ({problem.cpu_note.strip()})" if problem.cpu_note else ""
+            raise Skip(f"needs CUDA GPUs, found {self.gpu_count}{note}")
+        else:
+            raise Skip(f"runs on {', '.join(problem.devices)}, not {s.device}")
+        if device == "cuda" and "cuda" not in problem.devices:
+            raise Skip("this problem does not run on CUDA")
+        limit = self.gpu_count if device == "cuda" else s.cpu_ranks
+        valid = problem.world_sizes
+        if s.nproc is not None:
+            if s.nproc not in valid:
+                raise Skip(f"world size {s.nproc} is not valid here (valid: {', '.join(map(str, valid))})")
+            if device == "cuda" and s.nproc > self.gpu_count:
+                raise Skip(f"needs {s.nproc} CUDA GPUs, found {self.gpu_count}")
+            world = s.nproc
+        else:
+            fitting = [w for w in valid if w <= limit]
+            if not fitting:
+                what = "CUDA GPUs" if device == "cuda" else "CPU ranks (--kb-cpu-ranks)"
+                raise Skip(f"needs {min(valid)} {what}, found {limit}")
+            world = max(fitting)
+        sizes = size_names(problem, device, s.sizes)
+        if not sizes:
+            raise Skip(f"none of the sizes {s.sizes} exists (sizes: {', '.join(problem.sizes)})")
+        return Placement(device, world, sizes)
+
+    # ---- one item ---------------------------------------------------------------------------
+    def job(self, problem, candidate, placement, job_dir: Path) -> dict:
+        s = self.settings
+        cand_path = job_dir / "candidate" / "solution.py"
+        cand_path.parent.mkdir(parents=True, exist_ok=True)
+        cand_path.write_text(candidate.source)
+        timing = dict(TIMING[placement.device], enabled=s.timing)
+        if s.timing_rounds:
+            timing["rounds"] = s.timing_rounds
+        forbid = [] if candidate.is_reference else list(problem.forbid)
+        return {
+            "token": secrets.token_hex(8), "nonce": self.nonce, "problem": problem.id,
+            "harness_path": str(problem.harness_path), "reference_path": str(problem.reference_path),
+            "candidate_path": str(cand_path), "protected": [str(problem.root)],
+            "device": placement.device, "dtype": problem.dtype,
+            "sizes": {n: problem.sizes[n] for n in placement.sizes}, "size_order": placement.sizes,
+            "trials": s.trials, "forbid": forbid, "enforce_forbid": placement.device == "cuda" or s.enforce_forbid,
+            "inplace": problem.inplace, "tolerance": problem.tolerance, "timing": timing,
+            "pg_timeout_s": s.pg_timeout,
+        }
+
+    def run_item(self, problem, candidate, placement: Placement, nodeid: str, sample=None) -> dict:
+        record = base_record(problem, candidate, nodeid, sample)
+        record.update(device=placement.device, world_size=placement.world_size)
+        if candidate.failure:
+            category, message = candidate.failure
+            record.update(outcome="failed", failure=category, message=message)
+            return record
+        slug = re.sub(r"[^A-Za-z0-9]+", "-", problem.id) + (f"-s{sample}" if sample is not None else "")
+        job_dir = self.run_dir / "jobs" / f"{slug}-{secrets.token_hex(3)}"
+        job_dir.mkdir(parents=True)
+        job = self.job(problem, candidate, placement, job_dir)
+        timeout = self.settings.timeout or problem.timeout_s or DEFAULT_TIMEOUT_S
+        kwargs = dict(nproc=placement.world_size, timeout_s=timeout, compile_timeout_s=self.settings.compile_timeout,
+                      extensions_dir=self.extensions_dir)
+        if placement.device == "cuda":
+            with self.pool.lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
+                outcome = launch.run_job(job_dir, job, cuda_devices=lease["gpus"], **kwargs)
+            record.update(gpus=lease["gpus"], concurrent_with=lease["concurrent_with"])
+        else:
+            outcome = launch.run_job(job_dir, job, **kwargs)
+        self.fill(record, outcome, placement)
+        record["job_dir"] = str(job_dir)
+        if record["outcome"] == "passed" and not self.settings.keep_jobs:
+            launch.remove_job_dir(job_dir)
+            record["job_dir"] = None
+        return record
+
+    def fill(self, record: dict, outcome, placement: Placement):
+        result = outcome.result or {}
+        sizes = result.get("sizes") or []
+        record.update(outcome=outcome.status, failure=outcome.category, message=outcome.message,
+                      wall_s=outcome.wall_s, compile_s=outcome.compile_s, sizes=sizes,
+                      phases_s=result.get("phases_s"), warnings=result.get("warnings") or [],
+                      killed_strays=outcome.killed, log_tail=outcome.log_tail or None,
+                      rank_phases=outcome.rank_phases if outcome.category == "timeout" else None)
+        ceilings = self.machine.get("ceilings") if placement.device == "cuda" else {}
+        record.update(roofline.annotate(sizes, ceilings or {}))
+        if outcome.status == "passed":
+            record["score"] = metrics.item_score(sizes)
+            record["verdict"] = metrics.verdict(record["score"])
+        timed = sum(t * tm.get("iters", 0) for s in sizes for tm in (s.get("timing") or {}).values()
+                    if isinstance(tm, dict) for t in tm.get("rounds_s", []))
+        record["timed_s"] = timed
+        record["overhead_s"] = max(0.0, outcome.wall_s - timed)
+
+
+def base_record(problem, candidate, nodeid: str, sample=None) -> dict:
+    return {
+        "nodeid": nodeid, "problem": problem.id, "title": problem.title, "category": problem.category,
+        "parallelism": list(problem.parallelism), "difficulty": problem.difficulty,
+        "libraries": list(problem.libraries), "sample": sample,
+        "candidate": candidate.record() if candidate else None,
+    }

@@ -1,0 +1,1 @@
+"""Code that runs inside each rank (never in the pytest process)."""

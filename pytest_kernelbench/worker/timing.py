@@ -1,0 +1,84 @@
+"""Side-by-side timing of reference and candidate inside one rank.
+
+Protocol (same for both): common warm-up; a probe sets calls per round so a round lasts about
+`round_s`; then rounds interleave ref, cand, cand, ref, ... (alternating who goes first, so
+clock ramps and drift hit both alike). A round: refill the input sets in place, barrier,
+device-wide synchronize, start event, `iters` calls cycling over the sets, device-wide
+synchronize (so side-stream and thread work is inside the window), end event. A rank's round
+time is per call; the job's round time is the max over ranks; the reported time is the median
+over rounds. Every decision that changes the number of collective calls is agreed across ranks.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+
+class Timing:
+    def __init__(self, clocks, agree_max, heartbeat, cfg: dict):
+        self.clocks = clocks
+        self.agree_max = agree_max      # float -> max over ranks
+        self.heartbeat = heartbeat
+        self.rounds = max(5, int(cfg.get("rounds", 7)))
+        self.warmup = max(1, int(cfg.get("warmup", 3)))
+        self.round_s = float(cfg.get("round_s", 0.02))
+        self.max_iters = int(cfg.get("max_iters", 2000))
+        self.thread_wait_s = float(cfg.get("thread_wait_s", 10.0))
+
+    def _round(self, fn, sets, iters) -> tuple[float, list[str]]:
+        c = self.clocks
+        c.barrier()
+        c.sync(self.thread_wait_s)
+        if c.cuda:
+            start, end = c.event(), c.event()
+            c.record(start)
+        t0 = c.perf_counter()
+        for i in range(iters):
+            fn(*sets[i % len(sets)])
+        leftover = c.sync(self.thread_wait_s)
+        if c.cuda:
+            c.record(end)
+            elapsed = c.elapsed_s(start, end)
+        else:
+            elapsed = c.perf_counter() - t0
+        return elapsed / iters, leftover
+
+    def run(self, phase: str, ref, cand, sets, refill, on_candidate_round) -> dict:
+        """ref/cand: callables; sets: list of input tuples; refill(round_no): fresh values in place;
+        on_candidate_round(active: bool): turns candidate guards on/off around candidate rounds."""
+        impls = {"reference": ref, "candidate": cand}
+        iters = {}
+        for name, fn in impls.items():
+            self.heartbeat(f"{phase}, timing warm-up, {name}")
+            on_candidate_round(name == "candidate")
+            try:
+                for i in range(self.warmup):
+                    fn(*sets[i % len(sets)])
+                per_call, _ = self._round(fn, sets, min(3, self.max_iters))
+            finally:
+                on_candidate_round(False)
+            per_call = self.agree_max(per_call)
+            iters[name] = max(1, min(self.max_iters, math.ceil(self.round_s / max(per_call, 1e-9))))
+        times = {name: [] for name in impls}
+        leftovers = []
+        for r in range(self.rounds):
+            order = ("reference", "candidate") if r % 2 == 0 else ("candidate", "reference")
+            for name in order:
+                refill(r)
+                self.heartbeat(f"{phase}, timing round {r + 1}/{self.rounds}, {name}")
+                on_candidate_round(name == "candidate")
+                try:
+                    t, left = self._round(impls[name], sets, iters[name])
+                finally:
+                    on_candidate_round(False)
+                if left and name == "candidate":
+                    leftovers = left
+                times[name].append(t)
+        return {"iters": iters, "times": times, "leftover_threads": leftovers}
+
+
+def summarize(per_rank_times: list[list[float]]) -> dict:
+    """Rounds x ranks -> the job's time per round (max over ranks) and its median/min/max."""
+    rounds = [max(ts) for ts in zip(*per_rank_times)]
+    return {"median_s": statistics.median(rounds), "min_s": min(rounds), "max_s": max(rounds),
+            "rounds_s": rounds}
