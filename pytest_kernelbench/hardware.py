@@ -4,6 +4,7 @@ roofline divides by. Runs in the pytest process and must not create a CUDA conte
 """
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -96,7 +97,8 @@ def machine_info() -> dict:
         info["ceilings"] = published_ceilings(g[0]["name"])
     else:
         info["ceilings"] = {}
-    return info
+    # plain JSON types only: the controller ships this to xdist workers
+    return json.loads(json.dumps(info, default=str))
 
 
 def describe(info: dict) -> str:

@@ -267,23 +267,22 @@ def _classify(job_dir: Path, job: dict, nproc: int, rc: int) -> LaunchOutcome:
         if failure:
             return LaunchOutcome("failed", failure["category"], failure["message"], result=result, returncode=rc)
         return LaunchOutcome("passed", None, "", result=result, returncode=rc)
-    if errors:
-        # the candidate's own error explains the others (peers then fail inside a collective)
-        order = {"candidate": 0, "reference": 1, "harness": 2}
-        errors.sort(key=lambda e: (order.get(e.get("where"), 3), e.get("time", 0)))
-        e = errors[0]
-        msg = f"rank {e['rank']}: {e['message']}"
-        tb = e.get("traceback", "").strip()
-        if tb and e.get("where") == "candidate":
-            msg += "\n" + _trim_traceback(tb)
-        return LaunchOutcome("failed", e["category"], msg, returncode=rc, log_tail=_logs_tail(job_dir, {e["rank"]}))
+    # A rank that died without a word (signal, os._exit) is the root cause: its peers then fail
+    # inside a collective. Otherwise the candidate's own error explains the others. Ranks that
+    # torchrun itself stopped (SIGTERM/SIGKILL) are consequences, never causes.
+    order = {"candidate": 0, "reference": 1, "harness": 2}
+    errors.sort(key=lambda e: (order.get(e.get("where"), 3), e.get("time", 0)))
     torchrun_log = tail(job_dir / "logs" / "torchrun.log", 20000)
-    dead = _dead_ranks(torchrun_log)
+    reported = {e["rank"] for e in errors}
+    dead = [(r, c) for r, c in _dead_ranks(torchrun_log)
+            if r not in reported and c not in (-signal.SIGTERM, -signal.SIGKILL)]
     if dead:
         rank, code = dead[0]
         how = _describe_exit(code)
         return LaunchOutcome("failed", "crash", f"rank {rank} died ({how}) without reporting an error",
                              returncode=rc, log_tail=_logs_tail(job_dir, {rank}) or torchrun_log[-TAIL_CHARS:])
+    if errors:
+        return _error_outcome(job_dir, errors[0], rc)
     missing = sorted(set(range(nproc)) - done)
     if rc == 0:
         return LaunchOutcome("failed", "crash", f"torchrun exited 0 but rank(s) {missing} never finished the "
@@ -292,19 +291,25 @@ def _classify(job_dir: Path, job: dict, nproc: int, rc: int) -> LaunchOutcome:
                          returncode=rc, log_tail=torchrun_log[-TAIL_CHARS:] + _logs_tail(job_dir))
 
 
+def _error_outcome(job_dir: Path, e: dict, rc) -> LaunchOutcome:
+    msg = f"rank {e['rank']}: {e['message']}"
+    tb = e.get("traceback", "").strip()
+    if tb and e.get("where") == "candidate":
+        msg += "\n" + _trim_traceback(tb)
+    return LaunchOutcome("failed", e["category"], msg, returncode=rc, log_tail=_logs_tail(job_dir, {e["rank"]}))
+
+
 def _trim_traceback(tb: str, lines: int = 12) -> str:
     keep = tb.splitlines()
     return "\n".join(keep[-lines:])
 
 
-_RANK_EXIT = re.compile(r"rank\s*:\s*(\d+).*?\n\s*exitcode\s*:\s*(-?\d+)", re.S)
-_RANK_EXIT_ONELINE = re.compile(r"rank: (\d+) \(local_rank: \d+\)\s+exitcode\s*:\s*(-?\d+)")
+# torchrun's failure summary: "  rank      : 1 (local_rank: 1)\n  exitcode  : 7 (pid: 123)"
+_RANK_EXIT = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", re.M)
 
 
 def _dead_ranks(log: str) -> list[tuple[int, int]]:
-    found = [(int(r), int(c)) for r, c in _RANK_EXIT_ONELINE.findall(log)]
-    if not found:
-        found = [(int(r), int(c)) for r, c in _RANK_EXIT.findall(log)]
+    found = [(int(r), int(c)) for r, c in _RANK_EXIT.findall(log)]
     return [(r, c) for r, c in found if c != 0]
 
 

@@ -135,6 +135,9 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
     if not description.strip():
         raise ProblemError(p, "field 'description' must not be empty")
     category = _need(data, "category", p, str, CATEGORIES)
+    if folder.parent.name != category:
+        raise ProblemError(p, f"field 'category' is {category!r} but the problem lives under "
+                              f"{folder.parent.name}/ (move it to problems/{category}/{folder.name}/)")
     parallelism = _list_of(data, "parallelism", p, PARALLELISMS)
     difficulty = _need(data, "difficulty", p, str, DIFFICULTIES)
     libraries = _list_of(data, "libraries", p, LIBRARIES)

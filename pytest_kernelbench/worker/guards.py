@@ -23,7 +23,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 COLLECTIVE_FUNCS = (
     "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_object",
-    "all_gather_coalesced", "_all_gather_base", "reduce_scatter", "reduce_scatter_tensor",
+    "all_gather_coalesced", "_all_gather_base", "all_gather_single", "reduce_scatter", "reduce_scatter_tensor",
+    "reduce_scatter_single",
     "_reduce_scatter_base", "all_to_all", "all_to_all_single", "broadcast", "broadcast_object_list",
     "reduce", "gather", "gather_object", "scatter", "scatter_object_list", "barrier", "monitored_barrier",
 )

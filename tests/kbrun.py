@@ -1,0 +1,78 @@
+"""Run the real plugin in a subprocess on a throwaway problem tree, and read its JSON report.
+
+Tests build a tree of copies of a real problem (one copy per candidate under test, so one
+pytest run evaluates many candidates) plus a --kb-solutions directory, run pytest on it and
+look at what the report says about each item.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PROBLEMS = REPO / "problems"
+
+
+def plugin_args() -> list[str]:
+    installed = any(ep.name == "kernelbench" for ep in entry_points(group="pytest11"))
+    return [] if installed else ["-p", "pytest_kernelbench.plugin"]
+
+
+def make_tree(root: Path, candidates: dict[str, str], base: str = "collective/all_reduce",
+              yaml_patch: dict | None = None) -> tuple[Path, Path]:
+    """problems/<category>/<name>/ copies of `base`, one per candidate; solutions/<category>/<name>.py."""
+    import yaml
+    problems, solutions = root / "problems", root / "solutions"
+    category = base.split("/")[0]
+    for name, source in candidates.items():
+        dst = problems / category / name
+        shutil.copytree(PROBLEMS / base, dst, ignore=shutil.ignore_patterns("solutions", "__pycache__"))
+        if yaml_patch:
+            data = yaml.safe_load((dst / "problem.yaml").read_text())
+            data.update(yaml_patch)
+            (dst / "problem.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        (solutions / category).mkdir(parents=True, exist_ok=True)
+        (solutions / category / f"{name}.py").write_text(source)
+    return problems, solutions
+
+
+def run(root: Path, *args, timeout: float = 600, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict | None]:
+    report = root / "report.json"
+    cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q", "-rA",
+           f"--kb-report={report}", *args]
+    full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    full_env.pop("PYTEST_ADDOPTS", None)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout, env=full_env)
+    doc = json.loads(report.read_text()) if report.exists() else None
+    return proc, doc
+
+
+def by_problem(doc: dict) -> dict[str, dict]:
+    return {i["problem"]: i for i in doc["items"]}
+
+
+def leftover_processes(marker: str) -> list[str]:
+    """Processes whose command line or environment mentions `marker` (a tmp path of the test)."""
+    found = []
+    me = os.getpid()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+        except OSError:
+            continue
+        if marker in cmd:
+            found.append(f"{pid}: {cmd[:200]}")
+    return found

@@ -1,0 +1,157 @@
+"""End to end on CPU (gloo): the real plugin, torchrun and worker judge bad candidates.
+
+One pytest run evaluates every candidate below (each as a copy of the all_reduce problem), then
+each test reads what the report says about its item.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kbrun import by_problem, leftover_processes, make_tree, run
+
+TIMEOUT_S = 15
+
+CANDIDATES = {
+    "good": """
+import torch.distributed as dist
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+""",
+    "hangs": """
+import time
+def solution(x):
+    while True:          # every rank waits forever on a flag nobody sets
+        time.sleep(0.01)
+""",
+    "raises_on_rank1": """
+import torch.distributed as dist
+def solution(x):
+    if dist.get_rank() == 1:
+        raise ValueError("boom from rank 1")
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+""",
+    "exits_on_rank1": """
+import os
+import torch.distributed as dist
+def solution(x):
+    if dist.get_rank() == 1:
+        os._exit(7)
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+""",
+    "wrong_on_rank1": """
+import torch.distributed as dist
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    if dist.get_rank() == 1:
+        out[5] += 3.0
+    return out
+""",
+    "caches_first": """
+import torch.distributed as dist
+_first = None
+def solution(x):
+    global _first
+    if _first is None:
+        _first = x.clone()
+        dist.all_reduce(_first)
+    return _first.clone()
+""",
+    "mutates_input": """
+import torch.distributed as dist
+def solution(x):
+    dist.all_reduce(x)
+    return x.clone()
+""",
+    "syntax_error": "def solution(x)\n    return x\n",
+}
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    root = tmp_path_factory.mktemp("harness")
+    problems, solutions = make_tree(root, CANDIDATES)
+    t0 = time.monotonic()
+    proc, doc = run(root, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2",
+                    f"--kb-timeout={TIMEOUT_S}", "-n", "2")
+    assert doc is not None, proc.stdout + proc.stderr
+    return {"proc": proc, "doc": doc, "items": by_problem(doc), "root": root, "wall": time.monotonic() - t0}
+
+
+def item(judged, name):
+    return judged["items"][f"collective/{name}"]
+
+
+def test_good_candidate_passes_with_timings(judged):
+    it = item(judged, "good")
+    assert it["outcome"] == "passed", it
+    size = it["sizes"][0]
+    assert size["name"] == "tiny" and len(size["trials"]) == 2 and all(t["ok"] for t in size["trials"])
+    timing = size["timing"]
+    assert len(timing["reference"]["rounds_s"]) >= 5 and timing["candidate"]["median_s"] > 0
+    assert it["score"] > 0 and it["verdict"]
+
+
+def test_hang_times_out_naming_rank_and_phase_and_leaves_no_process(judged):
+    it = item(judged, "hangs")
+    assert it["outcome"] == "failed" and it["failure"] == "timeout", it
+    assert it["wall_s"] <= TIMEOUT_S + 15
+    for rank in (0, 1):
+        assert f"rank {rank}: size tiny, trial 0, candidate call" in it["message"]
+    assert not leftover_processes(str(judged["root"]))
+
+
+def test_exception_on_one_rank_is_runtime_error_with_message(judged):
+    it = item(judged, "raises_on_rank1")
+    assert it["failure"] == "runtime_error", it
+    assert "rank 1" in it["message"] and "boom from rank 1" in it["message"]
+
+
+def test_exit_on_one_rank_is_a_crash(judged):
+    it = item(judged, "exits_on_rank1")
+    assert it["failure"] == "crash", it
+    assert "rank 1" in it["message"] and "exit code 7" in it["message"]
+
+
+def test_wrong_answer_on_one_rank_is_a_mismatch_naming_rank_and_error(judged):
+    it = item(judged, "wrong_on_rank1")
+    assert it["failure"] == "mismatch", it
+    assert "rank 1" in it["message"] and "max abs error 3" in it["message"] and "first at [5]" in it["message"]
+
+
+def test_cached_first_result_is_a_mismatch(judged):
+    it = item(judged, "caches_first")
+    assert it["failure"] == "mismatch", it
+    assert "trial 1" in it["message"]
+
+
+def test_mutating_the_input_fails(judged):
+    it = item(judged, "mutates_input")
+    assert it["failure"] == "mismatch", it
+    assert "modified" in it["message"]
+
+
+def test_syntax_error_is_a_compile_error(judged):
+    it = item(judged, "syntax_error")
+    assert it["failure"] == "compile_error", it
+    assert "SyntaxError" in it["message"]
+
+
+def test_reports_hold_every_item(judged):
+    doc, root = judged["doc"], judged["root"]
+    assert len(doc["items"]) == len(CANDIDATES)
+    jsonl = (root / "report.jsonl").read_text().splitlines()
+    assert len(jsonl) == len(CANDIDATES)
+    agg = doc["aggregates"]
+    assert agg["total"] == len(CANDIDATES) and agg["passed"] == 1
+    assert agg["failures"]["timeout"] == 1 and agg["failures"]["mismatch"] == 3
+    assert doc["machine"]["cpu_count"] and doc["config"]["nonce"]
+    assert "kernelbench" in judged["proc"].stdout and "collective/hangs" in judged["proc"].stdout
