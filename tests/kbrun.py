@@ -32,10 +32,10 @@ def make_tree(root: Path, candidates: dict[str, str], base: str = "collective/al
     for name, source in candidates.items():
         dst = problems / category / name
         shutil.copytree(PROBLEMS / base, dst, ignore=shutil.ignore_patterns("solutions", "__pycache__"))
-        if yaml_patch:
-            data = yaml.safe_load((dst / "problem.yaml").read_text())
-            data.update(yaml_patch)
-            (dst / "problem.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        data = yaml.safe_load((dst / "problem.yaml").read_text())
+        data.pop("solutions", None)      # the copy ships no solutions/ folder
+        data.update(yaml_patch or {})
+        (dst / "problem.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
         (solutions / category).mkdir(parents=True, exist_ok=True)
         (solutions / category / f"{name}.py").write_text(source)
     return problems, solutions

@@ -1,0 +1,252 @@
+"""Pure logic: metrics, roofline, comparison, GPU lease pool, problem validation, launch helpers."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import math
+import os
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from pytest_kernelbench import launch, metrics, roofline
+from pytest_kernelbench.gpus import GpuPool
+from pytest_kernelbench.problem import ProblemError, load_problem
+from pytest_kernelbench.worker import compare
+from pytest_kernelbench.worker.timing import summarize
+
+from kbrun import PROBLEMS, make_tree
+
+
+# ---- metrics -------------------------------------------------------------------------------
+def test_geomean_and_item_score_weigh_sizes_equally():
+    assert metrics.geomean([2.0, 0.5]) == pytest.approx(1.0)
+    assert metrics.item_score([{"speedup": 4.0}, {"speedup": 1.0}]) == pytest.approx(2.0)
+    assert metrics.geomean([]) is None
+
+
+@pytest.mark.parametrize("score,tier", [(1.2, "better"), (1.19, "on_par"), (0.95, "on_par"), (0.94, "degraded"),
+                                        (0.6, "degraded"), (0.59, "severely_degraded")])
+def test_verdict_tiers(score, tier):
+    assert metrics.verdict(score) == tier
+
+
+def test_pass_at_k_unbiased_estimator():
+    assert metrics.pass_at_k(3, 1, 1) == pytest.approx(1 / 3)
+    assert metrics.pass_at_k(3, 1, 3) == 1.0
+    assert metrics.pass_at_k(5, 0, 2) == 0.0
+    assert metrics.pass_at_k(10, 3, 2) == pytest.approx(1 - math.comb(7, 2) / math.comb(10, 2))
+
+
+def _item(problem, outcome, score=None, **kw):
+    return {"problem": problem, "nodeid": problem, "outcome": outcome, "score": score,
+            "verdict": metrics.verdict(score), "category": "collective", "parallelism": ["dp"],
+            "difficulty": "easy", "libraries": ["nccl"], **kw}
+
+
+def test_aggregates():
+    items = [_item("a", "passed", 2.0), _item("b", "passed", 0.5), _item("c", "failed", failure="mismatch"),
+             _item("d", "passed", 1.0), _item("e", "skipped")]
+    a = metrics.aggregate(items)
+    assert a["total"] == 4 and a["passed"] == 3 and a["skipped"] == 1
+    assert a["pass_rate"] == 0.75
+    assert a["gm_speedup"] == pytest.approx(1.0)
+    assert a["pass_x_gm"] == pytest.approx(0.75)
+    assert a["pass_good"] == pytest.approx(2 / 4)           # 2.0 better, 1.0 on_par
+    assert a["fast_p"]["1.0"] == pytest.approx(1 / 4) and a["fast_p"]["0.0"] == pytest.approx(3 / 4)
+    assert a["failures"] == {"mismatch": 1}
+    b = metrics.breakdowns(items)
+    assert b["category"]["collective"]["total"] == 4 and b["difficulty"]["easy"]["passed"] == 3
+
+
+def test_samples_give_pass_at_k():
+    items = [_item("a", "passed", 1.5, sample=0), _item("a", "failed", sample=1), _item("a", "failed", sample=2)]
+    s = metrics.aggregate(items)["samples"]
+    assert s["pass@1"] == pytest.approx(1 / 3) and s["pass@3"] == 1.0 and s["fast_1@3"] == 1.0
+
+
+# ---- roofline ------------------------------------------------------------------------------
+def test_roofline_takes_the_largest_term_and_flags_suspect_speed():
+    ceilings = {"link_bw": 100.0, "hbm_bw": 1000.0, "peak_flops": 1e6}
+    assert roofline.roof_time({"link_bytes": 200, "hbm_bytes": 1000, "flops": 10}, ceilings) == 2.0
+    assert roofline.roof_time({"flops": 1}, {}) is None
+    sizes = [{"cost": {"link_bytes": 100}, "timing": {"reference": {"median_s": 2.0}, "candidate": {"median_s": 0.5}}}]
+    out = roofline.annotate(sizes, ceilings)
+    assert sizes[0]["roofline"] == {"reference": 0.5, "candidate": 2.0}
+    assert out["suspect"] is True and sizes[0]["suspect"] is True
+    ok = [{"cost": {"link_bytes": 100}, "timing": {"reference": {"median_s": 2.0}, "candidate": {"median_s": 1.0}}}]
+    assert roofline.annotate(ok, ceilings)["suspect"] is False
+
+
+# ---- comparison ----------------------------------------------------------------------------
+def test_compare_names_position_and_error():
+    exp = torch.zeros(4, 3)
+    out = exp.clone()
+    out[2, 1] = 0.5
+    msg, err = compare.values(out, exp, {"atol": 1e-3, "rtol": 0})
+    assert "first at [2, 1]" in msg and err == pytest.approx(0.5)
+    assert compare.values(exp.clone(), exp, {"atol": 0, "rtol": 0})[0] is None
+
+
+def test_compare_structure_type_shape_dtype_nan():
+    e = torch.ones(3)
+    assert "expected shape" in compare.structure(torch.ones(4), e)
+    assert "dtype" in compare.structure(torch.ones(3, dtype=torch.float64), e)
+    assert "expected 2 items" in compare.structure((e,), (e, e))
+
+    class Lazy(torch.Tensor):
+        pass
+    assert "expected a torch.Tensor" in compare.structure(torch.ones(3).as_subclass(Lazy), e)
+    nan = torch.ones(3)
+    nan[1] = float("nan")
+    assert "NaN/Inf" in compare.values(nan, e, {"atol": 1, "rtol": 1})[0]
+    assert compare.values(torch.tensor([1, 2]), torch.tensor([1, 3]), {"atol": 5, "rtol": 5})[0]  # ints are exact
+
+
+def test_aliasing_unchanged_and_distinct():
+    x = torch.arange(6.0)
+    assert "shares memory" in compare.aliasing(x[2:], (x,))
+    assert compare.aliasing(x.clone(), (x,)) is None
+    before = compare.clone((x,))
+    x[0] = 9
+    assert "modified" in compare.unchanged((x,), before)
+    buf = torch.ones(3)
+    assert "persistent buffer" in compare.distinct([buf, buf])
+
+
+def test_timing_summary_is_median_of_max_over_ranks():
+    s = summarize([[1.0, 5.0, 3.0], [2.0, 1.0, 3.5]])
+    assert s["rounds_s"] == [2.0, 5.0, 3.5] and s["median_s"] == 3.5 and s["min_s"] == 2.0
+
+
+# ---- GPU lease pool ------------------------------------------------------------------------
+def _hold(path, n, out, key):
+    pool = GpuPool(Path(path), [0, 1, 2, 3])
+    with pool.lease(n, key) as lease:
+        out[key] = (lease["gpus"], time.time())
+        time.sleep(0.5)
+
+
+def test_lease_pool_never_shares_a_gpu(tmp_path):
+    pool = GpuPool(tmp_path / "pool.json", [0, 1, 2, 3])
+    a = pool.try_acquire(2, "a")
+    b = pool.try_acquire(2, "b")
+    assert a and b and not set(a) & set(b)
+    assert pool.try_acquire(1, "c") is None
+    assert pool.release(a, "a") == ["b"]
+    assert pool.try_acquire(2, "c") == a
+    with mp.Manager() as m:
+        out = m.dict()
+        procs = [mp.Process(target=_hold, args=(tmp_path / "p2.json", 2, out, f"k{i}")) for i in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+        held = dict(out)
+    assert len(held) == 4
+    # any two leases that overlapped in time used disjoint GPUs
+    for k1, (g1, t1) in held.items():
+        for k2, (g2, t2) in held.items():
+            if k1 < k2 and abs(t1 - t2) < 0.5:
+                assert not set(g1) & set(g2)
+
+
+def test_exclusive_lease_takes_the_whole_machine(tmp_path):
+    pool = GpuPool(tmp_path / "pool.json", [0, 1, 2, 3])
+    assert pool.try_acquire(2, "a", exclusive=True) == [0, 1]
+    assert pool.try_acquire(1, "b") is None
+
+
+def test_dead_holder_lease_is_reclaimed(tmp_path):
+    pool = GpuPool(tmp_path / "pool.json", [0, 1])
+    pool.try_acquire(2, "a")
+    import json
+    state = json.loads((tmp_path / "pool.json").read_text())
+    for lease in state["held"].values():
+        lease["pid"] = 2 ** 22 + 12345      # no such process
+    (tmp_path / "pool.json").write_text(json.dumps(state))
+    assert pool.try_acquire(2, "b") == [0, 1]
+
+
+# ---- problem validation --------------------------------------------------------------------
+@pytest.mark.parametrize("field,value,message", [
+    ("category", "misc", "field 'category' is 'misc'; expected one of"),
+    ("world_sizes", [], "field 'world_sizes' must be a non-empty list"),
+    ("dtype", "int3", "field 'dtype' is 'int3'"),
+    ("sizes", {"small": {"n": 1}}, "must define 'tiny'"),
+    ("forbid", ["nccl"], "field 'forbid' has 'nccl'"),
+    ("tolerance", {"atol": -1}, "field 'tolerance.atol'"),
+    ("colour", "blue", "unknown field 'colour'"),
+    ("parallelism", "tp", "field 'parallelism' must be a list"),
+])
+def test_bad_yaml_field_names_file_and_field(tmp_path, field, value, message):
+    problems, _ = make_tree(tmp_path, {"p": ""}, yaml_patch={field: value})
+    with pytest.raises(ProblemError) as e:
+        load_problem(problems / "collective" / "p" / "problem.yaml", problems)
+    assert message in str(e.value) and "problem.yaml" in str(e.value)
+
+
+def test_missing_harness_function_and_reference(tmp_path):
+    problems, _ = make_tree(tmp_path, {"p": ""})
+    folder = problems / "collective" / "p"
+    (folder / "harness.py").write_text("def inputs(size, rank, world_size, gen, device, dtype):\n    return ()\n")
+    with pytest.raises(ProblemError, match="harness.py: missing function 'cost\\(\\)'"):
+        load_problem(folder / "problem.yaml", problems)
+    (folder / "reference.py").unlink()
+    with pytest.raises(ProblemError, match="reference.py: missing"):
+        load_problem(folder / "problem.yaml", problems)
+
+
+def test_real_problems_load():
+    for y in PROBLEMS.glob("*/*/problem.yaml"):
+        p = load_problem(y, PROBLEMS)
+        assert p.id == y.parent.relative_to(PROBLEMS).as_posix()
+        assert p.category in p.markers and p.difficulty in p.markers
+
+
+# ---- launch helpers ------------------------------------------------------------------------
+TORCHRUN_SUMMARY = """Failures:
+[1]:
+  time      : 2026-11-21_05:15:31
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -11 (pid: 8611)
+  error_file: <N/A>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 3 (pid: 8610)
+"""
+
+
+def test_dead_ranks_are_read_from_torchrun_summary():
+    assert launch._dead_ranks(TORCHRUN_SUMMARY) == [(1, -11), (0, 3)]
+    assert launch._describe_exit(-11) == "signal SIGSEGV"
+
+
+def test_log_cap_truncates_but_keeps_head(tmp_path):
+    (tmp_path / "logs").mkdir()
+    log = tmp_path / "logs" / "rank0.log"
+    log.write_bytes(b"first line\n" + b"x" * 5000)
+    assert launch.cap_logs(tmp_path, limit=1000) == ["rank0.log"]
+    assert log.stat().st_size == 0 and (tmp_path / "logs" / "rank0.head").read_bytes().startswith(b"first line")
+
+
+def test_process_hunter_kills_a_setsid_grandchild(tmp_path):
+    import subprocess
+    import sys
+    token = os.urandom(4).hex()
+    script = ("import subprocess, time, os\n"
+              "subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+              "time.sleep(300)\n")
+    env = {**os.environ, "KB_JOB_TOKEN": token}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
+    hunter = launch.ProcessHunter(proc.pid, token)
+    time.sleep(1.0)
+    found = hunter.scan()
+    assert len(found) >= 2
+    hunter.kill_all(grace_s=0.5)
+    proc.wait(5)
+    assert not {p for p in found if launch._alive(p)}
