@@ -42,6 +42,17 @@ class LaunchOutcome:
     log_tail: str = ""
 
 
+def die_with_parent():
+    """Linux: SIGKILL this process when its parent dies, so `kill -9` of pytest (or of torchrun)
+    does not leave a job running on its own."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _proc_stat(pid: int):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -181,7 +192,7 @@ def run_job(job_dir: Path, job: dict, nproc: int, timeout_s: float, compile_time
     t0 = time.monotonic()
     with open(job_dir / "logs" / "torchrun.log", "ab") as out:
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
     hunter = ProcessHunter(proc.pid, job["token"])
     compile_s, last, last_scan, truncated = 0.0, t0, 0.0, set()
     timed_out = None

@@ -35,6 +35,7 @@ OPTIONS = [
     ("exclusive", bool, False, "run each GPU item alone on the machine (final numbers)"),
     ("keep-jobs", bool, False, "keep the job folders (logs, candidate) of passed items too"),
     ("report", str, None, "path of the JSON report (default reports/<run-id>.json; the JSONL sits beside it)"),
+    ("resume", str, None, "continue a cut-short run from its JSONL: finished items are not run again"),
 ]
 
 
@@ -75,6 +76,10 @@ def settings_from(config) -> Settings:
         raise pytest.UsageError(f"--kb-device={v['device']!r}: expected auto, cpu or cuda")
     if v["timing"] not in ("on", "off"):
         raise pytest.UsageError(f"--kb-timing={v['timing']!r}: expected on or off")
+    if v["resume"]:
+        if not Path(v["resume"]).is_file() or not v["resume"].endswith(".jsonl"):
+            raise pytest.UsageError(f"--kb-resume={v['resume']}: not a .jsonl report of an earlier run")
+        v["report"] = str(Path(v["resume"]).with_suffix(".json"))
     if v["solutions"] and not Path(v["solutions"]).is_dir():
         raise pytest.UsageError(f"--kb-solutions={v['solutions']}: not a directory")
     for name in ("nproc", "cpu-ranks", "trials", "timeout", "timing-rounds"):
@@ -87,7 +92,7 @@ def settings_from(config) -> Settings:
                     pg_timeout=v["pg-timeout"], sizes=v["sizes"].split(",") if v["sizes"] else None,
                     trials=v["trials"], timing=v["timing"] == "on", timing_rounds=v["timing-rounds"],
                     seed=v["seed"], enforce_forbid=v["enforce-forbid"], exclusive=v["exclusive"],
-                    keep_jobs=v["keep-jobs"], report=v["report"])
+                    keep_jobs=v["keep-jobs"], report=v["report"], resume=v["resume"])
 
 
 def run_label(settings: Settings) -> str:
@@ -107,6 +112,10 @@ def pytest_configure(config):
     if worker and "kb_run" in worker:
         shared = worker["kb_run"]
         run_id, nonce, machine = shared["run_id"], shared["nonce"], shared["machine"]
+    elif settings.resume:
+        run_id = Path(settings.resume).stem
+        nonce = settings.seed or secrets.token_hex(16)
+        machine = hardware.machine_info()
     else:
         run_id = new_run_id(run_label(settings))
         nonce = settings.seed or secrets.token_hex(16)
@@ -173,6 +182,20 @@ def pytest_collect_file(file_path, parent):
     if file_path.name == "problem.yaml":
         return ProblemFile.from_parent(parent, path=file_path)
     return None
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """--kb-resume: items that already finished in the earlier run are deselected."""
+    s = config.stash.get(SESSION, None)
+    if s is None or not s.settings.resume:
+        return
+    done = {r.get("nodeid") for r in report.read_jsonl(Path(s.settings.resume))
+            if r.get("outcome") in ("passed", "failed", "skipped")}
+    keep = [i for i in items if i.nodeid not in done]
+    dropped = [i for i in items if i.nodeid in done]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 def pytest_runtest_logreport(report):

@@ -51,6 +51,7 @@ class Settings:
     exclusive: bool = False
     keep_jobs: bool = False
     report: str | None = None
+    resume: str | None = None
 
 
 def new_run_id(label: str) -> str:

@@ -351,6 +351,8 @@ class Rank:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    from ..launch import die_with_parent
+    die_with_parent()   # a rank never outlives its torchrun
     rank = Rank(argv[0])
     try:
         rank.run()
