@@ -35,6 +35,7 @@ OPTIONS = [
     ("exclusive", bool, False, "run each GPU item alone on the machine (final numbers)"),
     ("keep-jobs", bool, False, "keep the job folders (logs, candidate) of passed items too"),
     ("report", str, None, "path of the JSON report (default reports/<run-id>.json; the JSONL sits beside it)"),
+    ("calibrate", str, "auto", "auto | off | force: measure this machine's ceilings once (cached) for the roofline"),
     ("resume", str, None, "continue a cut-short run from its JSONL: finished items are not run again"),
 ]
 
@@ -74,6 +75,8 @@ def settings_from(config) -> Settings:
         raise pytest.UsageError(str(e)) from None
     if v["device"] not in ("auto", "cpu", "cuda"):
         raise pytest.UsageError(f"--kb-device={v['device']!r}: expected auto, cpu or cuda")
+    if v["calibrate"] not in ("auto", "off", "force"):
+        raise pytest.UsageError(f"--kb-calibrate={v['calibrate']!r}: expected auto, off or force")
     if v["timing"] not in ("on", "off"):
         raise pytest.UsageError(f"--kb-timing={v['timing']!r}: expected on or off")
     if v["resume"]:
@@ -92,7 +95,8 @@ def settings_from(config) -> Settings:
                     pg_timeout=v["pg-timeout"], sizes=v["sizes"].split(",") if v["sizes"] else None,
                     trials=v["trials"], timing=v["timing"] == "on", timing_rounds=v["timing-rounds"],
                     seed=v["seed"], enforce_forbid=v["enforce-forbid"], exclusive=v["exclusive"],
-                    keep_jobs=v["keep-jobs"], report=v["report"], resume=v["resume"])
+                    keep_jobs=v["keep-jobs"], report=v["report"], resume=v["resume"],
+                    calibrate=v["calibrate"])
 
 
 def run_label(settings: Settings) -> str:
@@ -120,6 +124,11 @@ def pytest_configure(config):
         run_id = new_run_id(run_label(settings))
         nonce = settings.seed or secrets.token_hex(16)
         machine = hardware.machine_info()
+    if not worker and machine.get("gpu_count") and settings.calibrate != "off":
+        from . import calibrate
+        measured = calibrate.calibrated(machine, force=settings.calibrate == "force")
+        machine["calibration"] = measured
+        machine["ceilings"] = calibrate.ceilings(machine, measured)
     session = KBSession(settings, config.rootpath, run_id, nonce, machine)
     _CONFIG["config"] = config
     config.stash[SESSION] = session

@@ -52,6 +52,7 @@ class Settings:
     keep_jobs: bool = False
     report: str | None = None
     resume: str | None = None
+    calibrate: str = "auto"
 
 
 def new_run_id(label: str) -> str:
