@@ -90,6 +90,8 @@ def summary_lines(doc: dict) -> list[str]:
     lines = [f"pass rate {_fmt(a['pass_rate'], '{:.1%}')} ({a['passed']}/{a['total']}, {a['skipped']} skipped)   "
              f"GM-speedup {_fmt(a['gm_speedup'], '{:.3f}x')}   Pass x GM {_fmt(a['pass_x_gm'], '{:.3f}')}   "
              f"PASS+Good {_fmt(a['pass_good'], '{:.1%}')}   fast_1 {_fmt(a['fast_p'].get('1.0'), '{:.1%}')}"]
+    if any(i.get("device") == "cpu" for i in doc["items"]):
+        lines.append("note: CPU (gloo) timings exercise the timing protocol only; they are not GPU speed")
     if a.get("roofline_gm") is not None:
         lines.append(f"roofline (GM over passed items) {a['roofline_gm']:.1%}; suspect items: {a['suspect']}")
     if a.get("failures"):

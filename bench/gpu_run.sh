@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One device call's worth of GPU work; everything it produces lands in $OUT (at most 8 files).
+#   bash bench/gpu_run.sh core    calibration, 14 problems (reference), shipped collective kernels
+#   bash bench/gpu_run.sh extra   -n 2 on disjoint GPUs, timing fidelity, GPU cheat tests
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/kb-out}; mkdir -p "$OUT"; R=/tmp/kb-reports; mkdir -p $R
+PT="python3 -m pytest -p pytest_kernelbench.plugin -p no:cacheprovider -q -rfE"
+log() { echo "=== $(date +%T) $*"; }
+keep_jobs() { tar czf "$OUT/jobs-$1.tgz" -C $R "$(basename "$2" .json)/jobs" 2>/dev/null || true; }
+case "${1:-core}" in
+core)
+  log env; nvidia-smi -L; python3 -c "import torch,sys;print(sys.version.split()[0],torch.__version__,torch.version.cuda,torch.cuda.nccl.version())"
+  log calibrate; python3 -m pytest_kernelbench.calibrate --json "$OUT/calibration.json"
+  log reference; $PT problems --kb-candidate=reference --kb-report=$R/h200x4-reference.json 2>&1 | tail -45
+  cp $R/h200x4-reference.json "$OUT/"; keep_jobs ref $R/h200x4-reference.json
+  log shipped; $PT problems -m collective --kb-candidate=shipped --kb-report=$R/h200x4-shipped.json 2>&1 | tail -30
+  cp $R/h200x4-shipped.json "$OUT/"; keep_jobs shipped $R/h200x4-shipped.json
+  python3 bench/harness_bench.py $R/h200x4-reference.json --md "$OUT/harness_bench.md" | tail -16
+  ;;
+extra)
+  log n2; $PT -n 2 problems -m collective --kb-nproc=2 --kb-report=$R/h200x4-n2-collective.json 2>&1 | tail -25
+  cp $R/h200x4-n2-collective.json "$OUT/"; keep_jobs n2 $R/h200x4-n2-collective.json
+  log cheats; $PT tests/cheats -k gpu 2>&1 | tail -15
+  log fidelity; python3 bench/fidelity.py $R/fid --runs 5 2>&1 | tail -12; cp $R/fid/fidelity.json "$OUT/"
+  ;;
+esac
+log done
