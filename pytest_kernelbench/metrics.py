@@ -60,6 +60,7 @@ def aggregate(items: list[dict]) -> dict:
     for i in passed:
         if i.get("verdict"):
             tiers[i["verdict"]] += 1
+    timed = any(i.get("score") is not None for i in passed)   # --kb-timing=off gives no scores
     out = {
         "total": total,
         "passed": len(passed),
@@ -67,11 +68,11 @@ def aggregate(items: list[dict]) -> dict:
         "skipped": sum(1 for i in items if i.get("outcome") == "skipped"),
         "pass_rate": len(passed) / total if total else None,
         "gm_speedup": gm,
-        "pass_x_gm": (len(passed) / total) * gm if total and gm else (0.0 if total else None),
-        "pass_good": (tiers["on_par"] + tiers["better"]) / total if total else None,
+        "pass_x_gm": ((len(passed) / total) * gm if gm else 0.0) if total and (timed or not passed) else None,
+        "pass_good": (tiers["on_par"] + tiers["better"]) / total if total and (timed or not passed) else None,
         "tiers": dict(tiers),
-        "fast_p": {str(p): (sum(1 for i in passed if (i.get("score") or 0) > p) / total if total else None)
-                   for p in FAST_P},
+        "fast_p": {str(p): (sum(1 for i in passed if (i.get("score") or 0) > p) / total
+                            if total and (timed or not passed) else None) for p in FAST_P},
         "failures": dict(_count(i.get("failure") for i in done if i["outcome"] == "failed")),
         "roofline_gm": geomean([(i.get("roofline") or {}).get("candidate") for i in passed]),
         "suspect": sum(1 for i in passed if i.get("suspect")),
