@@ -194,6 +194,30 @@ def run_job(job_dir: Path, job: dict, nproc: int, timeout_s: float, compile_time
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
     hunter = ProcessHunter(proc.pid, job["token"])
+    try:
+        timed_out, compile_s, truncated = _wait(proc, hunter, job_dir, t0, timeout_s, compile_timeout_s, monitor)
+    except BaseException:
+        # pytest-timeout's outer net, Ctrl-C, ...: never leave the job running behind us
+        hunter.kill_all()
+        raise
+    wall = time.monotonic() - t0
+    phases = read_phases(job_dir)
+    if timed_out:
+        killed = hunter.kill_all()
+        proc.wait(timeout=10)
+        where = "; ".join(f"rank {r}: {p}" for r, p in sorted(phases.items())) or "no rank reported a phase"
+        return LaunchOutcome("failed", "timeout", f"{timed_out} ({where})", returncode=proc.returncode,
+                             wall_s=wall, compile_s=compile_s, rank_phases=phases, killed=killed,
+                             log_tail=_logs_tail(job_dir))
+    killed = hunter.kill_all(grace_s=0.0, terminate_root=False)   # strays a candidate left behind (children, daemons)
+    outcome = _classify(job_dir, job, nproc, proc.returncode)
+    outcome.wall_s, outcome.compile_s, outcome.rank_phases, outcome.killed = wall, compile_s, phases, killed
+    if truncated:
+        outcome.message += f" [log truncated: {', '.join(sorted(truncated))} exceeded {LOG_LIMIT_BYTES >> 20} MiB]"
+    return outcome
+
+
+def _wait(proc, hunter, job_dir: Path, t0: float, timeout_s: float, compile_timeout_s: float, monitor):
     compile_s, last, last_scan, truncated = 0.0, t0, 0.0, set()
     timed_out = None
     while proc.poll() is None:
@@ -215,21 +239,7 @@ def run_job(job_dir: Path, job: dict, nproc: int, timeout_s: float, compile_time
             monitor(phases)
         if timed_out:
             break
-    wall = time.monotonic() - t0
-    phases = read_phases(job_dir)
-    if timed_out:
-        killed = hunter.kill_all()
-        proc.wait(timeout=10)
-        where = "; ".join(f"rank {r}: {p}" for r, p in sorted(phases.items())) or "no rank reported a phase"
-        return LaunchOutcome("failed", "timeout", f"{timed_out} ({where})", returncode=proc.returncode,
-                             wall_s=wall, compile_s=compile_s, rank_phases=phases, killed=killed,
-                             log_tail=_logs_tail(job_dir))
-    killed = hunter.kill_all(grace_s=0.0, terminate_root=False)   # strays a candidate left behind (children, daemons)
-    outcome = _classify(job_dir, job, nproc, proc.returncode)
-    outcome.wall_s, outcome.compile_s, outcome.rank_phases, outcome.killed = wall, compile_s, phases, killed
-    if truncated:
-        outcome.message += f" [log truncated: {', '.join(sorted(truncated))} exceeded {LOG_LIMIT_BYTES >> 20} MiB]"
-    return outcome
+    return timed_out, compile_s, truncated
 
 
 def _env(token: str, cuda_devices, extensions_dir) -> dict:

@@ -53,6 +53,19 @@ class Settings:
     report: str | None = None
     resume: str | None = None
     calibrate: str = "auto"
+    # model generation (issue 4): candidates written by a model through litellm
+    model: str | None = None
+    samples: int = 1
+    rounds: int = 1
+    temperature: float | None = None
+    max_tokens: int | None = None
+    api_base: str | None = None
+    max_cost: float | None = None
+    print_prompt: bool = False
+    regenerate: bool = False
+    request_timeout: float = 600.0
+    retries: int = 5
+    cache_dir: str | None = None
 
 
 def new_run_id(label: str) -> str:
@@ -73,9 +86,13 @@ class KBSession:
         self.jsonl_path = self.json_path.with_suffix(".jsonl")
         self.run_dir = self.json_path.with_suffix("")       # prompts, candidates, job folders
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.pool = GpuPool(self.run_dir / "gpus.json", list(range(self.gpu_count))) if self.gpu_count else None
-        self.extensions_dir = os.environ.get("TORCH_EXTENSIONS_DIR") or str(
-            Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pytest-kernelbench" / "torch_extensions")
+        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pytest-kernelbench"
+        # machine-wide, so separate pytest sessions on one machine never share a GPU either
+        visible = re.sub(r"[^A-Za-z0-9,-]", "", os.environ.get("CUDA_VISIBLE_DEVICES", "all")) or "all"
+        if self.gpu_count:
+            cache.mkdir(parents=True, exist_ok=True)
+        self.pool = GpuPool(cache / f"gpu-leases-{visible}.json", list(range(self.gpu_count))) if self.gpu_count else None
+        self.extensions_dir = os.environ.get("TORCH_EXTENSIONS_DIR") or str(cache / "torch_extensions")
 
     # ---- where an item runs ----------------------------------------------------------------
     def place(self, problem) -> Placement:

@@ -21,12 +21,15 @@ import os
 import torch
 import torch.distributed as dist
 
-_EXT_NAME = "kb_allgather_symm_v1"
+_EXT_NAME = "kb_allgather_symm_v2"
 ALGOS = {"push": 0, "pull": 1}
 ALGO = None    # dev override: an id from ALGOS (None = pick by size)
 GRID = None    # dev override: blocks per launch (None = pick by size)
-FENCE = 1      # every thread fences (system scope) before a barrier
+FENCE = 0      # 1: every thread also runs __threadfence_system() before a barrier (not
+               # needed: bar.sync + one thread's st.release.sys is cumulative in the PTX
+               # memory model, the same pattern as cooperative-groups grid sync; costs 1-3 us)
 NCHUNK = None  # dev override: rounds per block (pipelining); None = pick by size
+DEV_FLAGS = 0  # dev switches: 1 = run the 8-rank kernel at any W, 2 = scalar (V=1) kernel
 _THREADS = 512
 _FLAG_BYTES = 2 * 1024 * 8 * 4   # [phase][block][rank] u32 flags, see KB_NPH/KB_MAXB/KB_MAXW
 _TIMEOUT_NS = int(float(os.environ.get("KB_SPIN_TIMEOUT_S", "60")) * 1e9)
@@ -327,7 +330,7 @@ static cudaError_t kb_launch_t(const KbParams& p, int grid, int threads, cudaStr
   return cudaGetLastError();
 }
 
-int kb_launch(int vec, int grid, int threads, const void* x, void* out,
+int kb_launch(int vec, int ns8, int grid, int threads, const void* x, void* out,
               const long long* data, const long long* flags, long long n, int rank,
               int world, int algo, int fence, int nchunk, long long timeout_ns, unsigned int epoch,
               void* stream) {
@@ -348,13 +351,14 @@ int kb_launch(int vec, int grid, int threads, const void* x, void* out,
   p.epoch = epoch;
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   cudaError_t e;
+  const int wsel = ns8 ? 8 : world;   // ns8: dev switch, run the 8-rank kernel at any W
   if (vec == 8) {
-    if (world <= 2) e = kb_launch_t<8, 2>(p, grid, threads, st);
-    else if (world <= 4) e = kb_launch_t<8, 4>(p, grid, threads, st);
+    if (wsel <= 2) e = kb_launch_t<8, 2>(p, grid, threads, st);
+    else if (wsel <= 4) e = kb_launch_t<8, 4>(p, grid, threads, st);
     else e = kb_launch_t<8, 8>(p, grid, threads, st);
   } else {
-    if (world <= 2) e = kb_launch_t<1, 2>(p, grid, threads, st);
-    else if (world <= 4) e = kb_launch_t<1, 4>(p, grid, threads, st);
+    if (wsel <= 2) e = kb_launch_t<1, 2>(p, grid, threads, st);
+    else if (wsel <= 4) e = kb_launch_t<1, 4>(p, grid, threads, st);
     else e = kb_launch_t<1, 8>(p, grid, threads, st);
   }
   return (int)e;
@@ -400,7 +404,7 @@ _CPP_SRC = r'''
 #include <c10/cuda/CUDAGuard.h>
 #include <vector>
 
-int kb_launch(int vec, int grid, int threads, const void* x, void* out,
+int kb_launch(int vec, int ns8, int grid, int threads, const void* x, void* out,
               const long long* data, const long long* flags, long long n, int rank,
               int world, int algo, int fence, int nchunk, long long timeout_ns, unsigned int epoch,
               void* stream);
@@ -418,6 +422,7 @@ struct KbState {
   int rank, world, algo, grid, threads, fence, nchunk;
   unsigned int epoch;
   bool vec_ok;
+  int dev_flags;   // dev switches: 1 = 8-rank kernel at any W, 2 = scalar (V=1) kernel
 };
 
 static std::vector<KbState> g_states;
@@ -425,7 +430,8 @@ static std::vector<KbState> g_states;
 int64_t create_state(std::vector<int64_t> data_base, std::vector<int64_t> flags,
                      int64_t half_bytes, int64_t n, int64_t out_numel, int64_t rank,
                      int64_t world, int64_t algo, int64_t grid, int64_t threads,
-                     int64_t fence, int64_t nchunk, int64_t timeout_ns, int64_t vec_ok) {
+                     int64_t fence, int64_t nchunk, int64_t timeout_ns, int64_t vec_ok,
+                     int64_t dev_flags) {
   TORCH_CHECK(world >= 1 && world <= 8, "kb: world size must be 1..8");
   TORCH_CHECK((int64_t)data_base.size() == world && (int64_t)flags.size() == world);
   TORCH_CHECK(grid >= 1 && grid <= 1024, "kb: grid out of range");
@@ -448,6 +454,7 @@ int64_t create_state(std::vector<int64_t> data_base, std::vector<int64_t> flags,
   s.nchunk = (int)nchunk;
   s.epoch = 0;
   s.vec_ok = vec_ok != 0;
+  s.dev_flags = (int)dev_flags;
   g_states.push_back(s);
   return (int64_t)g_states.size() - 1;
 }
@@ -469,9 +476,9 @@ torch::Tensor run(const torch::Tensor& x, int64_t sid) {
   long long data[8];
   for (int r = 0; r < 8; ++r) data[r] = s.data_base[r] ? s.data_base[r] + par * s.half_bytes : 0;
   const bool aligned = (reinterpret_cast<uintptr_t>(x.data_ptr()) & 15) == 0;
-  const int vec = (s.vec_ok && aligned) ? 8 : 1;
+  const int vec = (s.vec_ok && aligned && !(s.dev_flags & 2)) ? 8 : 1;
   cudaStream_t st = c10::cuda::getCurrentCUDAStream().stream();
-  int e = kb_launch(vec, s.grid, s.threads, x.data_ptr(), out.data_ptr(), data, s.flags, s.n,
+  int e = kb_launch(vec, s.dev_flags & 1, s.grid, s.threads, x.data_ptr(), out.data_ptr(), data, s.flags, s.n,
                     s.rank, s.world, s.algo, s.fence, s.nchunk, s.timeout_ns, s.epoch, (void*)st);
   TORCH_CHECK(e == 0, "kb: kernel launch failed: ", kb_err_str(e));
   return out;
@@ -506,7 +513,7 @@ def _build():
 if torch.cuda.is_available():
     _build()
 
-_states = {}   # (n, ALGO, GRID, FENCE, NCHUNK) -> state id in the extension
+_states = {}   # (n, ALGO, GRID, FENCE, NCHUNK, DEV_FLAGS) -> state id in the extension
 _keep = []     # symmetric tensors and handles, alive for the process lifetime
 _max_blocks = {}
 
@@ -530,7 +537,9 @@ def _range_elems(algo, n, world):
 
 
 def _default_nchunk(algo, n, world):
-    return 1 if 2 * n >= 16777216 else 1
+    # rounds per block: overlap the link phase of one round with the local phase of
+    # another (measured: helps at 256 MiB, hurts at 16 MiB)
+    return 8 if 2 * n >= 67108864 else 1
 
 
 def _out_numel(n, world):
@@ -588,7 +597,8 @@ def _make_state(x, key):
     nchunk = int(key[4]) if key[4] is not None else _default_nchunk(algo, n, world)
     vec_ok = 1 if n % (8 * world) == 0 else 0
     sid = _ext.create_state(data, flags, half_bytes, n, _out_numel(n, world), rank, world, algo,
-                            grid, _THREADS, int(key[3]), nchunk, _TIMEOUT_NS, vec_ok)
+                            grid, _THREADS, int(key[3]), nchunk, _TIMEOUT_NS, vec_ok,
+                            int(key[5]))
     torch.cuda.synchronize(dev)
     _keep.append((buf, hdl))
     _states[key] = sid
@@ -596,7 +606,7 @@ def _make_state(x, key):
 
 
 def solution(x: torch.Tensor) -> torch.Tensor:
-    key = (x.numel(), ALGO, GRID, FENCE, NCHUNK)
+    key = (x.numel(), ALGO, GRID, FENCE, NCHUNK, DEV_FLAGS)
     sid = _states.get(key)
     if sid is None:
         sid = _make_state(x, key)
