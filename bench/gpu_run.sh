@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One device call's worth of GPU work; everything it produces lands in $OUT (at most 8 files).
 #   bash bench/gpu_run.sh core    calibration, 14 problems (reference), shipped collective kernels
+#   bash bench/gpu_run.sh core2   14 problems (reference), -n 2 on disjoint GPUs, timing fidelity
+#   bash bench/gpu_run.sh cheats  the GPU-only cheat tests
 #   bash bench/gpu_run.sh extra   -n 2 on disjoint GPUs, timing fidelity, GPU cheat tests
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +20,23 @@ core)
   log shipped; $PT problems -m collective --kb-candidate=shipped --kb-report=$R/h200x4-shipped.json 2>&1 | tail -30
   cp $R/h200x4-shipped.json "$OUT/"; keep_jobs shipped $R/h200x4-shipped.json
   python3 bench/harness_bench.py $R/h200x4-reference.json --md "$OUT/harness_bench.md" | tail -16
+  ;;
+core2)
+  log reference; $PT problems --kb-candidate=reference --kb-report=$R/h200x4-reference.json 2>&1 | tail -40
+  cp $R/h200x4-reference.json "$OUT/"; keep_jobs ref $R/h200x4-reference.json
+  python3 bench/harness_bench.py $R/h200x4-reference.json --md "$OUT/harness_bench.md" | tail -16
+  log n2; $PT -n 2 problems -m collective --kb-nproc=2 --kb-report=$R/h200x4-n2-collective.json 2>&1 | tail -22
+  cp $R/h200x4-n2-collective.json "$OUT/"
+  log fidelity; python3 bench/fidelity.py $R/fid --runs 5 2>&1 | tail -12; cp $R/fid/fidelity.json "$OUT/"
+  ;;
+cheats)
+  log cheats; $PT tests/cheats -k gpu 2>&1 | tail -30
+  ;;
+final)
+  log shipped; $PT problems -m collective --kb-candidate=shipped --kb-report=$R/h200x4-shipped.json 2>&1 | tail -16
+  cp $R/h200x4-shipped.json "$OUT/"
+  log cheats; $PT tests/cheats -k gpu 2>&1 | tail -25
+  log fidelity; python3 bench/fidelity.py $R/fid --runs 5 2>&1 | tail -9; cp $R/fid/fidelity.json "$OUT/"
   ;;
 extra)
   log n2; $PT -n 2 problems -m collective --kb-nproc=2 --kb-report=$R/h200x4-n2-collective.json 2>&1 | tail -25
