@@ -3,13 +3,23 @@
 torchrun starts every rank in its own session, so killing torchrun's process group alone orphans
 the ranks. Every process of a job carries KB_JOB_TOKEN in its environment; on the way out we
 kill, by pid, every process that has the token, belongs to a session we saw in the job's tree,
-or descends from one of those, and check again until none is left.
+or descends from one of those, and check again until none is left. The launching process is a
+child subreaper (Linux), so a daemon that double-forks, calls setsid and drops its environment
+is re-parented to us instead of init, and is found as our own child started during the job.
+
+The trust chain: the launcher writes a one-time secret (signing key + input nonce) that the
+ranks read and delete before candidate code runs; a result counts only when every done/rank<R>
+file carries the HMAC of that key (worker.files.done_mark). The problem tree is snapshotted
+before the job and compared after it: a change (a child process of a candidate can write where
+the rank's audit hook cannot see) is undone and fails the item.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -18,12 +28,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .worker.files import done_mark
+
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
-LOG_LIMIT_BYTES = 8 << 20
+LOG_LIMIT_BYTES = int(os.environ.get("KB_LOG_LIMIT_BYTES") or 8 << 20)   # per rank log
 TAIL_CHARS = 3000
 SAFE_ENV = {  # NVLink multicast must stay off on the lent machines; hangs must surface fast
     "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
-    "TORCH_NCCL_DUMP_ON_TIMEOUT": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0",
+    "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "500", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
     "TORCH_NCCL_ENABLE_MONITORING": "0", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
 }
 
@@ -60,7 +73,7 @@ def _proc_stat(pid: int):
     except OSError:
         return None
     rest = data[data.rindex(")") + 2:].split()
-    return int(rest[1]), int(rest[3])  # ppid, sid
+    return int(rest[1]), int(rest[3]), int(rest[19])  # ppid, sid, start time (clock ticks since boot)
 
 
 def _has_token(pid: int, token: bytes) -> bool:
@@ -83,6 +96,8 @@ class ProcessHunter:
         self.token = f"KB_JOB_TOKEN={token}".encode()
         self.known: set[int] = {root_pid}
         self.sessions: set[int] = {root_pid}
+        root_stat = _proc_stat(root_pid)
+        self.started = root_stat[2] if root_stat else 0
 
     def scan(self) -> set[int]:
         me = os.getpid()
@@ -91,11 +106,12 @@ class ProcessHunter:
         changed = True
         while changed:
             changed = False
-            for pid, (ppid, sid) in stats.items():
+            for pid, (ppid, sid, start) in stats.items():
                 if pid in found:
                     continue
+                orphan = ppid == me and pid != self.root and start >= self.started and _SUBREAPER[0]
                 if pid in self.known or ppid in found or ppid in self.known or sid in self.sessions \
-                        or _has_token(pid, self.token):
+                        or orphan or _has_token(pid, self.token):
                     found.add(pid)
                     changed = True
         alive = {p for p in found if _alive(p)}
@@ -114,6 +130,7 @@ class ProcessHunter:
             time.sleep(0.1)
         killed = []
         for _ in range(50):
+            self.reap()
             left = self.scan()
             if not left:
                 break
@@ -121,7 +138,70 @@ class ProcessHunter:
                 if _signal(pid, signal.SIGKILL):
                     killed.append(pid)
             time.sleep(0.1)
+        self.reap()
         return sorted(set(killed))
+
+    def reap(self):
+        """Collect the exit status of orphans re-parented to us (as subreaper), never torchrun's."""
+        me = os.getpid()
+        for pid in _pids():
+            st = _proc_stat(pid)
+            if st and st[0] == me and pid != self.root and st[2] >= self.started:
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+
+
+_SUBREAPER = [False]
+
+
+def become_subreaper() -> bool:
+    """prctl(PR_SET_CHILD_SUBREAPER): orphans of our descendants are re-parented to this process."""
+    if not _SUBREAPER[0] and sys.platform.startswith("linux"):
+        try:
+            _SUBREAPER[0] = ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            pass
+    return _SUBREAPER[0]
+
+
+def snapshot_tree(roots) -> dict:
+    """Bytes of every file under the protected roots (the problem tree), to compare after a job."""
+    snap = {}
+    for root in roots:
+        root = Path(root)
+        if root.is_dir():
+            for p in root.rglob("*"):
+                if "__pycache__" not in p.parts and p.is_file():
+                    try:
+                        snap[p] = p.read_bytes()
+                    except OSError:
+                        pass
+    return snap
+
+
+def restore_tree(roots, before: dict) -> list[str]:
+    """Undo every change to the tree since `before`; the paths that had changed."""
+    now = snapshot_tree(roots)
+    changed = []
+    for p, data in before.items():
+        if now.get(p) != data:
+            changed.append(str(p))
+            try:
+                p.parent.mkdir(parents=True, exist_ok=True)
+                if p.is_symlink():
+                    p.unlink()
+                p.write_bytes(data)
+            except OSError:
+                pass
+    for p in set(now) - set(before):
+        changed.append(str(p))
+        try:
+            p.unlink()
+        except OSError:
+            pass
+    return sorted(changed)
 
 
 def _alive(pid: int) -> bool:
@@ -185,7 +265,14 @@ def run_job(job_dir: Path, job: dict, nproc: int, timeout_s: float, compile_time
     (job_dir / "logs").mkdir(parents=True, exist_ok=True)
     cwd = job_dir / "cwd"
     cwd.mkdir(exist_ok=True)
-    (job_dir / "job.json").write_text(json.dumps(job, indent=1))
+    key = secrets.token_hex(32)
+    fd = os.open(job_dir / "secret", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"key": key, "nonce": job.get("nonce")}, f)
+    (job_dir / "job.json").write_text(json.dumps({k: v for k, v in job.items() if k != "nonce"}, indent=1))
+    protected = job.get("protected", [])
+    tree_before = snapshot_tree(protected)
+    become_subreaper()
     env = _env(job["token"], cuda_devices, extensions_dir)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
            "--max-restarts=0", "--monitor-interval=0.1", "-m", "pytest_kernelbench.worker", str(job_dir)]
@@ -205,15 +292,32 @@ def run_job(job_dir: Path, job: dict, nproc: int, timeout_s: float, compile_time
     if timed_out:
         killed = hunter.kill_all()
         proc.wait(timeout=10)
+        (job_dir / "secret").unlink(missing_ok=True)
         where = "; ".join(f"rank {r}: {p}" for r, p in sorted(phases.items())) or "no rank reported a phase"
-        return LaunchOutcome("failed", "timeout", f"{timed_out} ({where})", returncode=proc.returncode,
-                             wall_s=wall, compile_s=compile_s, rank_phases=phases, killed=killed,
-                             log_tail=_logs_tail(job_dir))
+        outcome = LaunchOutcome("failed", "timeout", f"{timed_out} ({where})", returncode=proc.returncode,
+                                wall_s=wall, compile_s=compile_s, rank_phases=phases, killed=killed,
+                                log_tail=_logs_tail(job_dir))
+        return _check_tree(outcome, protected, tree_before)
     killed = hunter.kill_all(grace_s=0.0, terminate_root=False)   # strays a candidate left behind (children, daemons)
-    outcome = _classify(job_dir, job, nproc, proc.returncode)
+    (job_dir / "secret").unlink(missing_ok=True)
+    outcome = _classify(job_dir, job, nproc, proc.returncode, key)
     outcome.wall_s, outcome.compile_s, outcome.rank_phases, outcome.killed = wall, compile_s, phases, killed
     if truncated:
-        outcome.message += f" [log truncated: {', '.join(sorted(truncated))} exceeded {LOG_LIMIT_BYTES >> 20} MiB]"
+        outcome.message += f" [log truncated: {', '.join(sorted(truncated))} exceeded {_size(LOG_LIMIT_BYTES)}]"
+    return _check_tree(outcome, protected, tree_before)
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+
+
+def _check_tree(outcome: LaunchOutcome, protected, before: dict) -> LaunchOutcome:
+    changed = restore_tree(protected, before)
+    if changed:
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        outcome.message = (f"the job modified the problem tree (restored): {shown}"
+                           + (f"; before that: {outcome.category}: {outcome.message}" if outcome.category else ""))
+        outcome.status, outcome.category, outcome.result = "failed", "forbidden_call", None
     return outcome
 
 
@@ -229,7 +333,7 @@ def _wait(proc, hunter, job_dir: Path, t0: float, timeout_s: float, compile_time
         last = now
         if now - last_scan > 1.0:
             hunter.scan()
-            truncated.update(cap_logs(job_dir))
+            truncated.update(cap_logs(job_dir, LOG_LIMIT_BYTES))
             last_scan = now
         if compile_s > compile_timeout_s:
             timed_out = f"importing/compiling the candidate took longer than {compile_timeout_s:.0f} s"
@@ -269,19 +373,22 @@ def _logs_tail(job_dir: Path, ranks=None) -> str:
     return "\n".join(parts)
 
 
-def _classify(job_dir: Path, job: dict, nproc: int, rc: int) -> LaunchOutcome:
+def _classify(job_dir: Path, job: dict, nproc: int, rc: int, key: str | None = None) -> LaunchOutcome:
     errors = []
     for f in (job_dir / "error").glob("rank*.json"):
         try:
             errors.append(json.loads(f.read_text()))
         except (OSError, ValueError):
             pass
-    done = {int(f.name[4:]) for f in (job_dir / "done").glob("rank*")
-            if f.name[4:].isdigit() and f.read_text() == job["token"]} if (job_dir / "done").is_dir() else set()
     result_path = job_dir / "result.json"
+    result_bytes = result_path.read_bytes() if result_path.is_file() else b""
+    done = {int(f.name[4:]) for f in (job_dir / "done").glob("rank*")
+            if f.name[4:].isdigit() and f.read_text() == done_mark(key, job["token"], int(f.name[4:]),
+                                                                    result_bytes if f.name == "rank0" else b"")
+            } if (job_dir / "done").is_dir() else set()
     if rc == 0 and len(done) == nproc and result_path.exists():
         try:
-            result = json.loads(result_path.read_text())
+            result = json.loads(result_bytes)
         except ValueError as e:
             return LaunchOutcome("failed", "crash", f"unreadable result.json: {e}", returncode=rc)
         failure = result.get("failure")

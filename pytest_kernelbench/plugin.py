@@ -25,7 +25,7 @@ OPTIONS = [
     ("cpu-ranks", int, 4, "most ranks to start for a CPU (gloo) item"),
     ("timeout", float, None, "deadline in seconds for one item's torchrun job (default: problem.yaml timeout_s, else 300)"),
     ("compile-timeout", float, 600.0, "cap in seconds on importing/compiling a candidate (not counted in --kb-timeout)"),
-    ("pg-timeout", float, 30.0, "process-group timeout in seconds inside a job (short, so hangs surface fast)"),
+    ("pg-timeout", float, 20.0, "process-group timeout in seconds inside a job (short, so hangs surface fast)"),
     ("sizes", str, None, "comma-separated size names (default: tiny on CPU, every other size on CUDA)"),
     ("trials", int, 2, "correctness trials per size, each on fresh inputs"),
     ("timing", str, "on", "on | off"),
@@ -37,6 +37,19 @@ OPTIONS = [
     ("report", str, None, "path of the JSON report (default reports/<run-id>.json; the JSONL sits beside it)"),
     ("calibrate", str, "auto", "auto | off | force: measure this machine's ceilings once (cached) for the roofline"),
     ("resume", str, None, "continue a cut-short run from its JSONL: finished items are not run again"),
+    # model generation: candidates written by a model through litellm (pip install 'pytest-kernelbench[llm]')
+    ("model", str, None, "litellm model string (e.g. anthropic/claude-opus-4-7): the model writes every candidate"),
+    ("samples", int, 1, "independent candidates per problem (pass@k, fast_1@k)"),
+    ("rounds", int, 1, "refinement rounds: a failing (or, on GPUs, slower) round is fed back to the model"),
+    ("temperature", float, None, "sampling temperature (default: the provider's)"),
+    ("max-tokens", int, None, "most completion tokens per answer (default: the provider's)"),
+    ("api-base", str, None, "base URL of the model's API (an OpenAI-compatible server, a proxy)"),
+    ("max-cost", float, None, "budget in USD for the whole run: no new call once spent (items skip: budget spent)"),
+    ("print-prompt", bool, False, "write every prompt to reports/<run-id>/prompts/ and call nothing"),
+    ("regenerate", bool, False, "ignore cached generations (call the model again, refresh the cache)"),
+    ("request-timeout", float, 600.0, "seconds one API request may take"),
+    ("retries", int, 5, "retries of a rate-limited, timed-out or failed API request (exponential backoff)"),
+    ("cache-dir", str, None, "cache of generations and prompt facts (default <rootdir>/.kb-cache)"),
 ]
 
 
@@ -90,16 +103,39 @@ def settings_from(config) -> Settings:
             raise pytest.UsageError(f"--kb-{name}={v[name]}: must be > 0")
     if v["timing-rounds"] is not None and v["timing-rounds"] < 5:
         raise pytest.UsageError(f"--kb-timing-rounds={v['timing-rounds']}: at least 5 rounds")
+    _check_model_options(v)
     return Settings(candidate=v["candidate"], solutions=v["solutions"], device=v["device"], nproc=v["nproc"],
                     cpu_ranks=v["cpu-ranks"], timeout=v["timeout"], compile_timeout=v["compile-timeout"],
                     pg_timeout=v["pg-timeout"], sizes=v["sizes"].split(",") if v["sizes"] else None,
                     trials=v["trials"], timing=v["timing"] == "on", timing_rounds=v["timing-rounds"],
                     seed=v["seed"], enforce_forbid=v["enforce-forbid"], exclusive=v["exclusive"],
                     keep_jobs=v["keep-jobs"], report=v["report"], resume=v["resume"],
-                    calibrate=v["calibrate"])
+                    calibrate=v["calibrate"], model=v["model"], samples=v["samples"], rounds=v["rounds"],
+                    temperature=v["temperature"], max_tokens=v["max-tokens"], api_base=v["api-base"],
+                    max_cost=v["max-cost"], print_prompt=v["print-prompt"], regenerate=v["regenerate"],
+                    request_timeout=v["request-timeout"], retries=v["retries"], cache_dir=v["cache-dir"])
+
+
+def _check_model_options(v: dict):
+    for name in ("samples", "rounds", "max-tokens", "request-timeout"):
+        if v[name] is not None and v[name] <= 0:
+            raise pytest.UsageError(f"--kb-{name}={v[name]}: must be > 0")
+    for name in ("temperature", "max-cost", "retries"):
+        if v[name] is not None and v[name] < 0:
+            raise pytest.UsageError(f"--kb-{name}={v[name]}: must be >= 0")
+    if v["model"] and v["solutions"]:
+        raise pytest.UsageError("--kb-model and --kb-solutions both choose the candidates: give one")
+    if v["model"] and not v["print-prompt"]:
+        from .candidates import llm
+        if not llm.available():
+            raise pytest.UsageError(f"--kb-model={v['model']} needs litellm: pip install 'pytest-kernelbench[llm]'")
 
 
 def run_label(settings: Settings) -> str:
+    if settings.print_prompt:
+        return "prompts"
+    if settings.model:
+        return "llm-" + settings.model
     if settings.solutions:
         return "dir-" + Path(settings.solutions).name
     return settings.candidate.replace(":", "-")

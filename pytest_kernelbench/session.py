@@ -41,7 +41,7 @@ class Settings:
     cpu_ranks: int = 4
     timeout: float | None = None
     compile_timeout: float = 600.0
-    pg_timeout: float = 30.0
+    pg_timeout: float = 20.0
     sizes: list | None = None
     trials: int = 2
     timing: bool = True
@@ -145,7 +145,7 @@ class KBSession:
             "sizes": {n: problem.sizes[n] for n in placement.sizes}, "size_order": placement.sizes,
             "trials": s.trials, "forbid": forbid, "enforce_forbid": placement.device == "cuda" or s.enforce_forbid,
             "inplace": problem.inplace, "tolerance": problem.tolerance, "timing": timing,
-            "pg_timeout_s": s.pg_timeout,
+            "pg_timeout_s": s.pg_timeout, "compile_timeout_s": s.compile_timeout,
         }
 
     def run_item(self, problem, candidate, placement: Placement, nodeid: str, sample=None) -> dict:

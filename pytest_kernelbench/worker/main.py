@@ -29,7 +29,16 @@ class Rank:
         self.rank = int(os.environ["RANK"])
         self.world = int(os.environ["WORLD_SIZE"])
         self.local_rank = int(os.environ.get("LOCAL_RANK", self.rank))
-        self.files = JobFiles(job_dir, self.rank, self.job["token"])
+        # the secret file (signing key for done/result, and the input nonce) is read before any
+        # candidate code runs and deleted by rank 0 once every rank has it (see setup)
+        self.secret = {}
+        try:
+            with open(os.path.join(job_dir, "secret")) as f:
+                self.secret = json.load(f)
+        except (OSError, ValueError):
+            pass
+        self.nonce = self.secret.get("nonce") or self.job.get("nonce")
+        self.files = JobFiles(job_dir, self.rank, self.job["token"], key=self.secret.get("key"))
         self.files.redirect_output()
         self.phases = {}
         self.warnings = []
@@ -38,6 +47,10 @@ class Rank:
     def die(self, category: str, message: str, where: str, exc=None):
         """Unrecoverable on this rank: record why and leave now; torchrun stops the others."""
         try:
+            if getattr(self, "shield", None) is not None:
+                self.shield.armed = False
+            if getattr(self, "forbid", None) is not None:
+                self.forbid.active = False
             self.files.error(category, message, where, exc)
             sys.stdout.flush()
             sys.stderr.flush()
@@ -81,7 +94,13 @@ class Rank:
         self.forbid = guards.ForbidGuard(job.get("forbid", []))
         self.forbid.install()
         self.tamper = guards.TamperGuard()
-        self.shield = guards.FileShield(job.get("protected", []))
+        self.shield = guards.FileShield(job.get("protected", []), job_dir=self.files.dir)
+        self.clocks.barrier()
+        if self.rank == 0:      # every rank has read the secret: no candidate (or its children) may
+            try:                # read it from disk
+                os.unlink(os.path.join(self.files.dir, "secret"))
+            except OSError:
+                pass
         self.clocks.barrier()
         self.phases["init_s"] = time.perf_counter() - t0
 
@@ -96,6 +115,9 @@ class Rank:
             import traceback
             tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
             compile_like = isinstance(e, SyntaxError) or any(m in tb for m in COMPILE_MARKERS)
+            violation = self.violations()
+            if violation:
+                self.die("forbidden_call", f"importing the candidate: {violation} ({text})", "candidate", e)
             self.die("compile_error" if compile_like else "runtime_error", f"importing the candidate: {text}", "candidate", e)
         finally:
             self.shield.armed = False
@@ -103,11 +125,28 @@ class Rank:
         if not callable(self.candidate):
             self.die("compile_error", "the candidate module defines no callable solution()", "candidate")
         self.phases["import_s"] = time.perf_counter() - t0
-        self.violations()  # import-time tampering counts too
+        violation = self.violations()  # import-time tampering and refused accesses count too
+        if violation:
+            self.die("forbidden_call", f"importing the candidate: {violation}", "candidate")
+        # ranks may compile for different times: meet on the store (not a collective, whose
+        # short process-group timeout would fire while a peer is still compiling)
+        self.files.heartbeat("import candidate (waiting for peers)")
+        self.store_barrier("imported", float(self.job.get("compile_timeout_s", 600)))
+
+    def store_barrier(self, name: str, timeout_s: float):
+        import torch.distributed as dist
+        store = dist.distributed_c10d._get_default_store()
+        key = f"kb/{self.job['token']}/{name}"
+        store.add(key, 1)
+        deadline = time.monotonic() + timeout_s
+        while store.add(key, 0) < self.world:
+            if time.monotonic() > deadline:
+                self.die("timeout", f"peers did not finish importing the candidate within {timeout_s:.0f} s", "candidate")
+            time.sleep(0.02)
 
     # ---- calls -------------------------------------------------------------------------------
     def seed(self, size: str, what: str) -> int:
-        key = f"{self.job['nonce']}|{self.job['problem']}|{size}|{what}|{self.rank}"
+        key = f"{self.nonce}|{self.job['problem']}|{size}|{what}|{self.rank}"
         return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") & ((1 << 63) - 1)
 
     def make_inputs(self, size: str, what: str):
@@ -125,9 +164,12 @@ class Rank:
             self.clocks.sync(0)
             return out
         except Exception as e:
-            self.die("runtime_error", f"the reference failed ({phase}): {type(e).__name__}: {e}", "reference", e)
+            hint = " (the candidate ran first: one that leaves collectives unmatched across ranks stalls the reference)" \
+                if getattr(self, "candidate", None) is not None else ""
+            self.die("runtime_error", f"the reference failed ({phase}){hint}: {type(e).__name__}: {e}", "reference", e)
 
     def call_candidate(self, args, phase, watch_dispatch: bool):
+        from . import compare
         self.files.heartbeat(f"{phase}, candidate call")
         self.forbid.active = True
         self.shield.armed = True
@@ -138,8 +180,16 @@ class Rank:
                     out = self.candidate(*args)
             else:
                 out = self.candidate(*args)
+            # the outputs as they are at return, copied in stream order before any synchronize:
+            # work still running on a thread or an unjoined side stream shows up as a difference
+            at_return = compare.clone(out)
             left = self.clocks.sync(THREAD_WAIT_S)
         except BaseException as e:  # noqa: BLE001
+            self.forbid.active = False
+            self.shield.armed = False
+            violation = self.violations()
+            if violation:
+                self.die("forbidden_call", f"{phase}: {violation} ({type(e).__name__}: {e})", "candidate", e)
             self.die("runtime_error", f"{phase}: {type(e).__name__}: {e}", "candidate", e)
         finally:
             self.forbid.active = False
@@ -147,6 +197,11 @@ class Rank:
         if left:
             self.die("runtime_error", f"{phase}: solution() returned while Python threads it started were still "
                      f"running ({', '.join(left)}); all work must finish inside the call", "candidate")
+        late = compare.differs(out, at_return)
+        if late:
+            self.die("runtime_error", f"{phase}: {late} changed after solution() returned (work still running on "
+                     "a thread or on a stream the current stream does not wait for); all work must finish "
+                     "inside the call", "candidate")
         return out
 
     def violations(self) -> str | None:
@@ -156,7 +211,8 @@ class Rank:
         if patched:
             found.append("patched harness functions: " + ", ".join(patched))
         if self.shield.attempts:
-            found.append("tried to read the problem folder: " + ", ".join(sorted(set(self.shield.attempts)))[:300])
+            found.append("refused access (hidden problem files, job control files, harness introspection): "
+                         + ", ".join(sorted(set(self.shield.attempts)))[:400])
             self.shield.attempts.clear()
         if self.forbid.calls:
             calls = ", ".join(f"{k} x{v}" for k, v in sorted(self.forbid.calls.items()))
@@ -197,23 +253,30 @@ class Rank:
         first_call = True
         t0 = time.perf_counter()
         expected = None
+        held = []
         for trial in range(int(self.job.get("trials", 2))):
             phase = f"size {size}, trial {trial}"
             self.files.heartbeat(f"{phase}, inputs")
             inputs = self.make_inputs(size, f"trial{trial}")
             pristine = compare.clone(inputs)
-            ref_in = compare.clone(inputs)
-            expected = self.call_reference(ref_in, phase)
             cand_in = compare.clone(inputs)
-            # the first call of each size may set up (allocate, rendezvous), so it is not watched
+            # the first call of each size may set up (allocate, rendezvous), so it is not watched.
+            # The candidate goes first: while its code runs, no reference output of these inputs
+            # exists anywhere in the process (not in a harness frame, not in freed memory).
             out = self.call_candidate(cand_in, phase, watch_dispatch=not first_call)
+            ref_in = compare.clone(pristine)
+            expected = self.call_reference(ref_in, phase)
             category, msg, err = self.check(out, expected, cand_in, ref_in, pristine)
             violation = self.violations() if not first_call else self._first_call_violations()
             if violation:
                 category, msg = "forbidden_call", violation
             first_call = False
             self.verdict(record, {"trial": trial, "category": category, "message": msg, "max_abs_err": err}, phase)
-            del out, cand_in, ref_in, pristine
+            # every input given to the candidate (and its output) stays alive until the size is
+            # done, timing included: no later tensor can reuse its address or id, so a cache keyed
+            # on those misses alike on every rank (instead of hitting on one and desyncing them)
+            held.append((cand_in, out))
+            del ref_in, pristine
         record["correctness_s"] = time.perf_counter() - t0
         if self.job["timing"].get("enabled", True):
             self.time_size(size, record, expected)
@@ -243,6 +306,9 @@ class Rank:
         probe = self.make_inputs(size, "time0")
         set_bytes = sum(v.numel() * v.element_size() for _, v in compare.leaves((probe, expected))
                         if isinstance(v, torch.Tensor))
+        # every rank must use the same number of sets (each call is a collective), while output
+        # bytes differ per rank (rank 0 of a gather holds everything): agree on the max
+        set_bytes = int(self.agree_max(set_bytes))
         tcfg = self.job["timing"]
         l2 = int(tcfg.get("l2_bytes") or 0)
         if not l2 and self.device_kind == "cuda":
@@ -257,6 +323,7 @@ class Rank:
 
         def candidate_guard(active: bool):
             self.forbid.active = active
+            self.shield.armed = active
             if not active:
                 v = self.violations()
                 if v:
@@ -298,27 +365,41 @@ class Rank:
 
     def after_timing_check(self, size, sets, refill) -> dict:
         """Refill the timing buffers (same pointers, new values) and check every output: a cache
-        keyed on pointer, id, shape or a few elements now returns stale data."""
+        keyed on pointer, id or shape now returns stale data. Then a second pass in which only
+        some ranks get new values (which ones alternates by set): an answer memoized on this
+        rank's own input (a few of its values, or all of them) is stale too, because the expected
+        result also depends on the other ranks' inputs."""
         from . import compare
-        refill("after")
         phase = f"size {size}, check after timing"
-        outs, exps, ref_ins = [], [], []
-        for s in sets:
-            ref_in = compare.clone(s)
-            exps.append(self.call_reference(ref_in, phase))
-            ref_ins.append(ref_in)
-        pristine = [compare.clone(s) for s in sets] if not self.job.get("inplace") else [None] * len(sets)
-        for s in sets:
-            outs.append(self.call_candidate(s, phase, watch_dispatch=True))
-        for k, (out, exp, s, ref_in, pr) in enumerate(zip(outs, exps, sets, ref_ins, pristine)):
-            category, msg, _ = self.check(out, exp, s, ref_in, pr)
-            if category:
-                return {"category": category, "message": f"input set {k}: {msg}"}
-        msg = None if self.job.get("inplace") else compare.distinct(outs)
-        if msg:
-            return {"category": "mismatch", "message": msg}
+        found = None
+        for pass_no in (1, 2):
+            if pass_no == 1:
+                refill("after")
+            else:
+                for k, s in enumerate(sets):
+                    if (self.rank + k) % 2:
+                        compare.refill(s, self.make_inputs(size, f"after2set{k}"))
+            pristine = [compare.clone(s) for s in sets]
+            # the candidate first (no reference output exists while it runs); every rank makes
+            # the same calls whatever it finds, so that collectives stay matched across ranks
+            outs = [self.call_candidate(s, phase, watch_dispatch=True) for s in sets]
+            for k, (out, s, pr) in enumerate(zip(outs, sets, pristine)):
+                ref_in = compare.clone(pr)
+                exp = self.call_reference(ref_in, phase)
+                if found is None:
+                    category, msg, _ = self.check(out, exp, s, ref_in, pr)
+                    if category:
+                        which = " (new values on some ranks only)" if pass_no == 2 else ""
+                        found = {"category": category, "message": f"input set {k}{which}: {msg}"}
+                del exp, ref_in
+            msg = None if (found or self.job.get("inplace")) else compare.distinct(outs)
+            if msg:
+                found = {"category": "mismatch", "message": msg}
+            del outs, pristine
         v = self.violations()
-        return {"category": "forbidden_call", "message": v} if v else {"category": None, "message": None}
+        if v:
+            return {"category": "forbidden_call", "message": v}
+        return found or {"category": None, "message": None}
 
     # ---- the end -----------------------------------------------------------------------------
     def finish(self, failed=None, current=None):
