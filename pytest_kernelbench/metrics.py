@@ -66,6 +66,8 @@ def aggregate(items: list[dict]) -> dict:
         "passed": len(passed),
         "failed": total - len(passed),
         "skipped": sum(1 for i in items if i.get("outcome") == "skipped"),
+        # the model's API failed (not the model's code): neither passed nor failed
+        "errors": sum(1 for i in items if i.get("outcome") == "error"),
         "pass_rate": len(passed) / total if total else None,
         "gm_speedup": gm,
         "pass_x_gm": ((len(passed) / total) * gm if gm else 0.0) if total and (timed or not passed) else None,
@@ -77,6 +79,10 @@ def aggregate(items: list[dict]) -> dict:
         "roofline_gm": geomean([(i.get("roofline") or {}).get("candidate") for i in passed]),
         "suspect": sum(1 for i in passed if i.get("suspect")),
     }
+    from . import usage
+    cost = usage.totals(items)
+    if cost:
+        out["cost"] = cost
     samples = _samples(items)
     if samples:
         out.update(samples)

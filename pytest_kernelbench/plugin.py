@@ -235,7 +235,7 @@ def pytest_collection_modifyitems(session, config, items):
     if s is None or not s.settings.resume:
         return
     done = {r.get("nodeid") for r in report.read_jsonl(Path(s.settings.resume))
-            if r.get("outcome") in ("passed", "failed", "skipped")}
+            if r.get("outcome") in ("passed", "failed")}   # skipped/API-error items are retried
     keep = [i for i in items if i.nodeid not in done]
     dropped = [i for i in items if i.nodeid in done]
     if dropped:

@@ -40,10 +40,16 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def latest_by_item(items: list[dict]) -> list[dict]:
-    """One record per (nodeid, sample): the last one written wins."""
+    """One record per (nodeid, sample): the last one written wins, except that a refinement
+    round marked best (model candidates: every round is a record, "best" marks the sample's
+    result) is not displaced by the item's other rounds."""
     seen = {}
     for i in items:
-        seen[(i.get("nodeid"), i.get("sample"))] = i
+        key = (i.get("nodeid"), i.get("sample"))
+        prev = seen.get(key)
+        if prev is not None and prev.get("best") and i.get("best") is False:
+            continue
+        seen[key] = i
     return list(seen.values())
 
 
@@ -90,6 +96,12 @@ def summary_lines(doc: dict) -> list[str]:
     lines = [f"pass rate {_fmt(a['pass_rate'], '{:.1%}')} ({a['passed']}/{a['total']}, {a['skipped']} skipped)   "
              f"GM-speedup {_fmt(a['gm_speedup'], '{:.3f}x')}   Pass x GM {_fmt(a['pass_x_gm'], '{:.3f}')}   "
              f"PASS+Good {_fmt(a['pass_good'], '{:.1%}')}   fast_1 {_fmt(a['fast_p'].get('1.0'), '{:.1%}')}"]
+    if a.get("errors"):
+        lines.append(f"API errors (not counted as failures): {a['errors']}")
+    from .usage import summary_line
+    cost = summary_line(a.get("cost"))
+    if cost:
+        lines.append(cost)
     if any(i.get("device") == "cpu" for i in doc["items"]):
         lines.append("note: CPU (gloo) timings exercise the timing protocol only; they are not GPU speed")
     if a.get("roofline_gm") is not None:

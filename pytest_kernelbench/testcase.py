@@ -1,5 +1,6 @@
 """The test every problem runs, and the fixtures it takes. kb_candidate is the one place a
-candidate source is chosen (files now; model generation plugs in here too)."""
+candidate source is chosen: files (reference, shipped, a directory), or a model (--kb-model),
+whose samples and refinement rounds test_problem drives."""
 from __future__ import annotations
 
 import pytest
@@ -40,6 +41,13 @@ def kb_placement(request, kb_session, kb_problem):
 @pytest.fixture
 def kb_candidate(request, kb_session, kb_problem, kb_placement):
     s = kb_session.settings
+    if s.print_prompt or s.model:
+        from .candidates.llm import ModelSource, prefetch_shapes
+        prefetch_shapes(kb_session, request.session.items)
+        source = ModelSource(kb_session, kb_problem, kb_placement)
+        if s.print_prompt:
+            _skip(request, kb_problem, f"prompt written: {source.write_prompt()}")
+        return source
     try:
         return choose(kb_problem, kb_placement.device, s.candidate, s.solutions)
     except NoCandidate as e:
@@ -49,6 +57,8 @@ def kb_candidate(request, kb_session, kb_problem, kb_placement):
 
 
 def test_problem(request, kb_session, kb_problem, kb_placement, kb_candidate):
+    if getattr(kb_candidate, "kind", None) == "llm" and hasattr(kb_candidate, "generate"):
+        return _run_model(request, kb_session, kb_problem, kb_placement, kb_candidate)
     record = kb_session.run_item(kb_problem, kb_candidate, kb_placement, request.node.nodeid)
     request.node.user_properties.append(("kb_result", record))
     if record["outcome"] != "passed":
@@ -56,3 +66,97 @@ def test_problem(request, kb_session, kb_problem, kb_placement, kb_candidate):
         if record.get("log_tail") and record["failure"] in ("crash", "runtime_error", "timeout"):
             text += f"\n{record['log_tail'][-2000:]}"
         pytest.fail(text, pytrace=False)
+
+
+# ---- candidates from a model: k samples, each refined up to R rounds ---------------------------
+def _run_model(request, session, problem, placement, source):
+    """Every round of every sample is recorded as it finishes (so a pytest-timeout keeps the
+    rounds done); the sample's result is its best round: the fastest passing one, else the last
+    failing one. The best round's record is marked record["best"] (report.latest_by_item keeps
+    it) and carries the sample's cost over all its rounds and a summary of every round."""
+    from . import prompt
+    from .candidates import llm
+    s = session.settings
+    nodeid = request.node.nodeid
+    finals = []
+
+    def emit(rec):
+        request.node.user_properties.append(("kb_result", rec))
+    for k in range(s.samples):
+        sample = k if s.samples > 1 else None
+        rounds, calls, history, stopped = [], [], [], None
+        for r in range(1, s.rounds + 1):
+            try:
+                cand, answer, call = source.generate(k, r, history)
+            except llm.Skipped as e:
+                stopped = str(e)
+                break
+            except llm.ApiFailure as e:
+                rec = base_record(problem, None, nodeid, sample)
+                rec.update(device=placement.device, world_size=placement.world_size, outcome="error",
+                           failure="api_error", message=e.message, round=r,
+                           llm={"model": s.model, "sample": k, "round": r, **e.info})
+                rounds.append(rec)
+                emit(rec)
+                stopped = e.message
+                break
+            calls.append(call)
+            rec = session.run_item(problem, cand, placement, nodeid, sample)
+            rec.update(round=r, llm=call)
+            rounds.append(rec)
+            emit(rec)
+            if not prompt.needs_refinement(rec, placement.device):
+                break
+            history.append(llm.Round(cand, answer, rec))
+        if not rounds:
+            rec = base_record(problem, None, nodeid, sample)
+            rec.update(device=placement.device, world_size=placement.world_size, outcome="skipped", message=stopped)
+            finals.append(rec)
+            emit(rec)
+            continue
+        best = _best_round(rounds)
+        for rec in rounds:
+            rec["best"] = rec is best
+            rec["cost"] = None
+        best["cost"] = llm.cost_of(calls)
+        best["rounds"] = [_round_summary(rec) for rec in rounds]
+        if stopped and rounds[-1].get("outcome") != "error":
+            best["refinement_stopped"] = stopped
+        finals.append(best)
+    _verdict(finals)
+
+
+def _best_round(rounds: list[dict]) -> dict:
+    passed = [r for r in rounds if r.get("outcome") == "passed"]
+    if passed:
+        return max(passed, key=lambda r: (r.get("score") or 0.0, -r["round"]))
+    failed = [r for r in rounds if r.get("outcome") == "failed"]
+    return (failed or rounds)[-1]
+
+
+def _round_summary(rec: dict) -> dict:
+    call = rec.get("llm") or {}
+    return {"round": rec.get("round"), "outcome": rec.get("outcome"), "failure": rec.get("failure"),
+            "message": (rec.get("message") or "")[:300], "score": rec.get("score"),
+            "candidate_sha256": (rec.get("candidate") or {}).get("sha256"), "cached": call.get("cached")}
+
+
+def _verdict(finals: list[dict]):
+    done = [f for f in finals if f.get("outcome") != "skipped"]
+    if not done:
+        pytest.skip(finals[0].get("message") or "skipped")
+    bad = [f for f in done if f.get("outcome") != "passed"]
+    if not bad:
+        return
+    def text(rec):
+        t = f"{rec.get('failure')}: {rec.get('message')}"
+        if len(rec.get("rounds") or []) > 1:
+            t = f"(best of {len(rec['rounds'])} rounds: round {rec['round']}) {t}"
+        if rec.get("log_tail") and rec.get("failure") in ("crash", "runtime_error", "timeout"):
+            t += f"\n{rec['log_tail'][-2000:]}"
+        return t
+    if len(finals) == 1:
+        pytest.fail(text(bad[0]), pytrace=False)
+    lines = [f"{len(bad)} of {len(finals)} samples did not pass:"]
+    lines += [f"sample {f.get('sample')}: {text(f)}" for f in bad]
+    pytest.fail("\n".join(lines), pytrace=False)

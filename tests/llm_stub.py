@@ -3,8 +3,9 @@
 It answers POST /v1/chat/completions (and /chat/completions) from canned replies and records
 every request. Replies are chosen per problem: the first rule whose marker occurs in the
 request's messages applies, and the i-th request matching a marker gets replies[i] (the last
-reply repeats once they run out). A reply is the assistant's text, or a dict
-{"status": 429 | 401 | 500, "error": "..."} for an HTTP error.
+reply repeats once they run out). A reply is the assistant's text, a dict
+{"status": 429 | 401 | 500, "error": "..."} for an HTTP error, or {"delay": seconds, "reply": ...}
+for a slow answer.
 
     with StubServer({"`collective/llm_good`": [GOOD]}, prompt_tokens=1000) as stub:
         ... --kb-api-base=stub.url ...
@@ -59,13 +60,16 @@ class StubServer:
 
             def _send(self, status, payload):
                 data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                if status == 429:
-                    self.send_header("Retry-After", "0")
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    if status == 429:
+                        self.send_header("Retry-After", "0")
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:     # the client gave up (a request timeout)
+                    pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -112,6 +116,9 @@ class StubServer:
                 self.counts[marker] = i + 1
                 replies = self.rules[marker]
                 reply = replies[min(i, len(replies) - 1)]
+        if isinstance(reply, dict) and "delay" in reply:   # a slow server: answer late (or never in time)
+            time.sleep(reply["delay"])
+            reply = reply.get("reply", self.default)
         if isinstance(reply, dict):
             status = reply.get("status", 500)
             kind = {401: "invalid_request_error", 429: "rate_limit_exceeded"}.get(status, "server_error")

@@ -159,6 +159,18 @@ def unchanged(now, before, path="input") -> str | None:
     return None
 
 
+def differs(now, before, path="out") -> str | None:
+    """The first leaf of `now` whose bits differ from `before` (a snapshot of it), NaNs equal."""
+    for (p, n), (_, b) in zip(leaves(now, path), leaves(before, path)):
+        if isinstance(b, torch.Tensor) and isinstance(n, torch.Tensor):
+            if n.shape != b.shape or n.dtype != b.dtype:
+                return p
+            if not (bool(torch.equal(n, b)) or
+                    (b.is_floating_point() and bool(((n == b) | (torch.isnan(n) & torch.isnan(b))).all()))):
+                return p
+    return None
+
+
 def storages(obj) -> set[int]:
     return {v.untyped_storage().data_ptr() for _, v in leaves(obj) if isinstance(v, torch.Tensor)
             and v.untyped_storage().nbytes() > 0}

@@ -5,11 +5,16 @@ The job folder layout is the contract with launch.py:
     hb/rank<R>          the rank's current phase, one line, replaced atomically
     logs/rank<R>.log    the rank's stdout+stderr
     error/rank<R>.json  why the rank gave up (category, message, traceback tail)
-    done/rank<R>        written by each rank that finished the protocol
+    done/rank<R>        written by each rank that finished the protocol: done_mark() of the job
     result.json         written by rank 0 when every rank finished
+    secret              the signing key and input nonce; read by every rank at start, deleted by
+                        rank 0 before any candidate code runs (so neither a candidate nor a child
+                        process of it can forge done/ and result.json, or predict other ranks' inputs)
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import importlib.util
 import json
 import os
@@ -18,11 +23,22 @@ import time
 import traceback
 
 
+def done_mark(key: str | None, token: str, rank: int, result_bytes: bytes = b"") -> str:
+    """What done/rank<R> holds: an HMAC, under the job's secret key, of the token, the rank and
+    (rank 0) the bytes of result.json. Without a key (an old launcher), the token."""
+    if not key:
+        return token
+    msg = f"{token}|done|{rank}|{hashlib.sha256(result_bytes).hexdigest()}".encode()
+    return hmac.new(key.encode(), msg, hashlib.sha256).hexdigest()
+
+
 class JobFiles:
-    def __init__(self, job_dir: str, rank: int, token: str):
+    def __init__(self, job_dir: str, rank: int, token: str, key: str | None = None):
         self.dir = job_dir
         self.rank = rank
         self.token = token
+        self.key = key
+        self.result_bytes = b""
         for sub in ("hb", "logs", "error", "done"):
             os.makedirs(os.path.join(job_dir, sub), exist_ok=True)
 
@@ -43,10 +59,12 @@ class JobFiles:
             "traceback": tail, "time": time.time()}))
 
     def done(self):
-        self._write(f"done/rank{self.rank}", self.token)
+        self._write(f"done/rank{self.rank}", done_mark(self.key, self.token, self.rank, self.result_bytes))
 
     def result(self, result: dict):
-        self._write("result.json", json.dumps(result, indent=1, default=_jsonable))
+        text = json.dumps(result, indent=1, default=_jsonable)
+        self.result_bytes = text.encode()
+        self._write("result.json", text)
 
     def redirect_output(self):
         """Send this rank's stdout/stderr (fd level, so C++ and child output too) to its log."""

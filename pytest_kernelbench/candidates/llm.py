@@ -1,0 +1,360 @@
+"""Candidates written by a model through litellm: prompt, cache, call (retries, timeouts, cost,
+budget), extraction. One ModelSource per item; test_problem drives samples and rounds with it.
+
+litellm is imported only here, only when a call is about to be made (the GPU machine has no
+litellm, and a run without --kb-model must never need it), with the offline price map
+(LITELLM_LOCAL_MODEL_COST_MAP) so that importing it never fetches anything.
+
+What a run keeps (under reports/<run-id>/, the session's run_dir):
+  prompts/<problem>-s<k>-r<r>.md      every chat sent (or that would be sent: --kb-print-prompt)
+  answers/<problem>-s<k>-r<r>.md      every answer (cached or fresh)
+  candidates/<problem>-s<k>-r<r>.py   every extracted module
+  llm-ledger.json                     spend, tokens and calls of the whole run; the budget and a
+                                      failed authentication are shared through it (filelock), so
+                                      xdist workers stop together
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import random
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from .. import prompt, shapes
+from . import Candidate
+from .cache import GenerationCache, key as cache_key, lineage as cache_lineage
+from .extract import extract
+
+LEDGER = "llm-ledger.json"
+MAX_BACKOFF_S = 120.0
+FATAL_STATUS = {401: "authentication failed", 403: "permission denied", 404: "model not found"}
+RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 529}
+
+
+class Skipped(Exception):
+    """No call may be made for this item (budget spent, the model failed earlier); str() is why."""
+
+
+class ApiFailure(Exception):
+    """The API did not give an answer; .message is one clear paragraph, .info what was tried."""
+
+    def __init__(self, message: str, info: dict, fatal: bool = False):
+        super().__init__(message)
+        self.message = message
+        self.info = info
+        self.fatal = fatal
+
+
+def available() -> bool:
+    return importlib.util.find_spec("litellm") is not None
+
+
+def litellm_module():
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def backoff_base() -> float:
+    try:
+        return float(os.environ.get("KB_LLM_BACKOFF_S", "2"))
+    except ValueError:
+        return 2.0
+
+
+def usd_of(model: str, prompt_tokens: int, completion_tokens: int, response=None) -> float | None:
+    """USD of one call from litellm's bundled price map; None where it knows no price."""
+    litellm = litellm_module()
+    try:
+        p, c = litellm.cost_per_token(model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        return float(p) + float(c)
+    except Exception:
+        pass
+    try:
+        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+        return float(cost) if cost is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def price_known(model: str) -> bool:
+    return usd_of(model, 1000, 1000) is not None
+
+
+# ---- the run's ledger (budget, spend, fatal errors), shared by xdist workers ------------------
+class Ledger:
+    def __init__(self, run_dir: Path, max_cost: float | None):
+        self.path = Path(run_dir) / LEDGER
+        self.max_cost = max_cost
+        self.lock = FileLock(str(self.path) + ".lock", timeout=600)
+
+    def read(self) -> dict:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {"usd": 0.0, "prompt_tokens": 0, "completion_tokens": 0, "calls": 0, "unpriced_calls": 0,
+                    "fatal": {}}
+
+    def _write(self, data: dict):
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, self.path)
+
+    @contextmanager
+    def update(self):
+        with self.lock:
+            data = self.read()
+            yield data
+            self._write(data)
+
+    def check(self, model: str):
+        with self.lock:
+            data = self.read()
+        fatal = data.get("fatal", {}).get(model)
+        if fatal:
+            raise Skipped(f"{model} failed earlier in this run ({fatal}); no more calls to it")
+        if self.max_cost is not None and data.get("usd", 0.0) >= self.max_cost:
+            raise Skipped(f"budget spent: ${data.get('usd', 0.0):.4f} of --kb-max-cost=${self.max_cost:g}")
+
+    def charge(self, usd: float | None, prompt_tokens: int, completion_tokens: int):
+        with self.update() as data:
+            data["calls"] = data.get("calls", 0) + 1
+            data["prompt_tokens"] = data.get("prompt_tokens", 0) + (prompt_tokens or 0)
+            data["completion_tokens"] = data.get("completion_tokens", 0) + (completion_tokens or 0)
+            if usd is None:
+                data["unpriced_calls"] = data.get("unpriced_calls", 0) + 1
+            else:
+                data["usd"] = data.get("usd", 0.0) + usd
+
+    def mark_fatal(self, model: str, what: str):
+        with self.update() as data:
+            data.setdefault("fatal", {})[model] = what
+
+
+# ---- one item's source of candidates ------------------------------------------------------------------
+@dataclass
+class Round:
+    """What one round produced and how it ended: the input of the next round's prompt."""
+    candidate: Candidate
+    answer: str
+    record: dict
+
+
+def cache_root(session) -> Path:
+    d = session.settings.cache_dir
+    if d:
+        p = Path(d)
+        return p if p.is_absolute() else session.rootdir / p
+    return session.rootdir / ".kb-cache"
+
+
+def slug(problem) -> str:
+    return re.sub(r"[^A-Za-z0-9_.]+", "-", problem.id).strip("-")
+
+
+_PREFETCHED = set()
+
+
+def prefetch_shapes(session, items):
+    """Probe the input shapes of every collected item in one subprocess (once per process), so
+    that each item's prompt finds them in the cache instead of starting its own probe."""
+    key = id(session)
+    if key in _PREFETCHED:
+        return
+    _PREFETCHED.add(key)
+    from ..session import Skip
+    requests, seen = [], set()
+    for item in items:
+        problem = getattr(item, "kb_problem", None)
+        if problem is None:
+            continue
+        try:
+            w = session.place(problem).world_size
+        except Skip:
+            continue
+        if (problem.path, w) not in seen:
+            seen.add((problem.path, w))
+            requests.append((problem, w))
+    if len(requests) > 1:
+        shapes.probe_many(requests, cache_root(session) / "shapes")
+
+
+class ModelSource:
+    """Generates the candidates of one item (a problem at a placement) for --kb-model."""
+    kind = "llm"
+
+    def __init__(self, session, problem, placement):
+        s = session.settings
+        self.session = session
+        self.problem = problem
+        self.placement = placement
+        self.model = s.model
+        self.params = {k: v for k, v in (("temperature", s.temperature), ("max_tokens", s.max_tokens)) if v is not None}
+        root = cache_root(session)
+        self.cache = GenerationCache(root / "generations")
+        self.ledger = Ledger(session.run_dir, s.max_cost)
+        probed = shapes.probe(problem, placement.world_size, root / "shapes")
+        self.first = prompt.messages(problem, placement, session.machine, probed, s.enforce_forbid)
+        self.first_digest = prompt.digest(self.first)
+        self.harness_text = problem.harness_path.read_text()
+        self.slug = slug(problem)
+
+    # -- files of the run ------------------------------------------------------------------
+    def _file(self, what: str, stem: str, suffix: str, text: str) -> Path:
+        path = self.session.run_dir / what / f"{stem}{suffix}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def write_prompt(self) -> Path:
+        """--kb-print-prompt: the first round's chat, nothing called."""
+        return self._file("prompts", self.slug, ".md", prompt.render(self.first))
+
+    def messages(self, history: list[Round]) -> list[dict]:
+        if not history:
+            return self.first
+        shown = [(r.candidate.source or _clip_answer(r.answer), r.record) for r in history]
+        return prompt.refine_messages(self.first, shown, self.harness_text, self.placement.device)
+
+    # -- one generation ----------------------------------------------------------------------
+    def generate(self, sample: int, round_no: int, history: list[Round]) -> tuple[Candidate, str, dict]:
+        """(candidate, answer text, call record). Raises Skipped or ApiFailure."""
+        s = self.session.settings
+        msgs = self.messages(history)
+        digest = prompt.digest(msgs)
+        k = cache_key(self.model, digest, self.params, sample, round_no)
+        trail = [(r.candidate.sha256, r.record.get("outcome"), r.record.get("failure")) for r in history]
+        lin = cache_lineage(self.model, self.first_digest, self.params, sample, round_no, trail)
+        stem = f"{self.slug}-s{sample}-r{round_no}"
+        prompt_path = self._file("prompts", stem, ".md", prompt.render(msgs))
+        call = {"model": self.model, "sample": sample, "round": round_no, "prompt_sha256": digest,
+                "cache_key": k, "prompt_file": str(prompt_path), **self.params}
+        with self.cache.locked(k):
+            entry, how = (None, None) if s.regenerate else self.cache.get(k, lin)
+            if entry is None:
+                self.ledger.check(self.model)
+                entry = self._call(msgs, call)
+                self.ledger.charge(entry.get("usd"), entry.get("prompt_tokens"), entry.get("completion_tokens"))
+                self.cache.put(k, {**entry, "model": self.model, "params": self.params, "sample": sample,
+                                   "round": round_no, "prompt_sha256": digest}, lin)
+                call["cached"] = False
+            else:
+                call["cached"] = how
+        answer = entry.get("answer") or ""
+        call.update({f: entry.get(f) for f in ("prompt_tokens", "completion_tokens", "usd", "finish_reason",
+                                               "latency_s", "attempts", "errors")})
+        call["answer_file"] = str(self._file("answers", stem, ".md", answer))
+        source, how_found = extract(answer)
+        call["extracted"] = how_found
+        label = f"llm:{self.model}"
+        meta = {"model": self.model, "sample": sample, "round": round_no, "extracted": how_found}
+        if source is None:
+            note = " (the answer hit the token limit)" if entry.get("finish_reason") == "length" else ""
+            start = " ".join(answer.split())[:160]
+            cand = Candidate("llm", label, None, origin=call["answer_file"], meta=meta,
+                             failure=("no_code", f"{how_found}{note}; it begins: {start!r}"))
+        else:
+            path = self._file("candidates", stem, ".py", source)
+            cand = Candidate("llm", label, source, origin=str(path), meta=meta)
+        return cand, answer, call
+
+    def _call(self, msgs: list[dict], call: dict) -> dict:
+        s = self.session.settings
+        litellm = litellm_module()
+        if s.max_cost is not None and not price_known(self.model):
+            msg = (f"--kb-max-cost needs a price for {self.model}, and litellm's offline price map has none; "
+                   f"drop --kb-max-cost or use a model litellm knows")
+            self.ledger.mark_fatal(self.model, "no price for the budget")
+            raise ApiFailure(msg, {"attempts": 0, "errors": []}, fatal=True)
+        kwargs = dict(model=self.model, messages=msgs, timeout=s.request_timeout, max_retries=0, num_retries=0,
+                      **self.params)
+        if s.api_base:
+            kwargs["api_base"] = s.api_base
+        errors = []
+        retries = max(0, s.retries)
+        for attempt in range(retries + 1):
+            t0 = time.monotonic()
+            try:
+                resp = litellm.completion(**kwargs)
+            except Exception as e:  # noqa: BLE001 - classified below, never swallowed silently
+                status = getattr(e, "status_code", None)
+                line = _first_line(e)
+                errors.append({"attempt": attempt + 1, "status": status, "error": type(e).__name__, "message": line,
+                               "after_s": round(time.monotonic() - t0, 3)})
+                info = {"attempts": attempt + 1, "errors": errors}
+                if status in FATAL_STATUS:
+                    what = f"{FATAL_STATUS[status]} (HTTP {status})"
+                    self.ledger.mark_fatal(self.model, what)
+                    raise ApiFailure(
+                        f"{self.model}: {what}: {line}. Check the provider's API key (e.g. OPENAI_API_KEY, "
+                        f"ANTHROPIC_API_KEY), the model name and --kb-api-base. The remaining items of this model "
+                        f"are skipped.", info, fatal=True) from None
+                timeout = isinstance(e, litellm.Timeout)
+                retryable = timeout or isinstance(e, litellm.APIConnectionError) or status in RETRY_STATUS
+                if not retryable or attempt == retries:
+                    why = (f"no answer within --kb-request-timeout={s.request_timeout:g}s" if timeout
+                           else f"{type(e).__name__}" + (f" (HTTP {status})" if status else ""))
+                    tries = f" after {attempt + 1} attempts" if attempt else ""
+                    raise ApiFailure(f"{self.model}: {why}{tries}: {line}", info) from None
+                time.sleep(_delay(e, attempt))
+                continue
+            usage = getattr(resp, "usage", None)
+            pt = int(getattr(usage, "prompt_tokens", 0) or 0)
+            ct = int(getattr(usage, "completion_tokens", 0) or 0)
+            choice = resp.choices[0]
+            content = getattr(choice.message, "content", None) or ""
+            return {"answer": content, "finish_reason": getattr(choice, "finish_reason", None),
+                    "prompt_tokens": pt, "completion_tokens": ct, "usd": usd_of(self.model, pt, ct, resp),
+                    "latency_s": round(time.monotonic() - t0, 3), "attempts": attempt + 1, "errors": errors,
+                    "response_model": getattr(resp, "model", None)}
+        raise AssertionError("unreachable")
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip() or type(e).__name__
+    line = text.splitlines()[0]
+    return line[:400]
+
+
+def _delay(e: Exception, attempt: int) -> float:
+    retry_after = None
+    try:
+        headers = getattr(getattr(e, "response", None), "headers", None) or {}
+        value = headers.get("retry-after")
+        retry_after = float(value) if value is not None else None
+    except (TypeError, ValueError):
+        retry_after = None
+    if retry_after is not None:
+        return min(max(retry_after, 0.0), MAX_BACKOFF_S)
+    base = backoff_base()
+    return min(base * (2 ** attempt), MAX_BACKOFF_S) * (1 + 0.25 * random.random())
+
+
+def _clip_answer(answer: str, limit: int = 1500) -> str:
+    answer = (answer or "").strip()
+    return answer if len(answer) <= limit else answer[:limit] + "\n[... truncated]"
+
+
+# ---- cost of an item -------------------------------------------------------------------------------
+def cost_of(calls: list[dict]) -> dict:
+    """Tokens and USD an item's calls cost in this run (cache hits cost nothing now; their
+    original cost is kept apart)."""
+    fresh = [c for c in calls if c and not c.get("cached")]
+    cached = [c for c in calls if c and c.get("cached")]
+    usd = [c.get("usd") for c in fresh]
+    return {
+        "calls": len(fresh), "cached_calls": len(cached),
+        "prompt_tokens": sum(c.get("prompt_tokens") or 0 for c in fresh),
+        "completion_tokens": sum(c.get("completion_tokens") or 0 for c in fresh),
+        "usd": sum(u for u in usd if u is not None),
+        "usd_known": all(u is not None for u in usd),
+        "cached_usd": sum(c.get("usd") or 0.0 for c in cached),
+    }
