@@ -16,6 +16,7 @@ the rank's audit hook cannot see) is undone and fails the item.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import json
 import os
 import re
@@ -53,6 +54,7 @@ class LaunchOutcome:
     rank_phases: dict = field(default_factory=dict)
     killed: list = field(default_factory=list)   # stray processes killed after the job
     log_tail: str = ""
+    warnings: list = field(default_factory=list)
 
 
 def die_with_parent():
@@ -166,8 +168,8 @@ def become_subreaper() -> bool:
     return _SUBREAPER[0]
 
 
-def snapshot_tree(roots) -> dict:
-    """Bytes of every file under the protected roots (the problem tree), to compare after a job."""
+def snapshot_tree(roots, digest: bool = False) -> dict:
+    """Every file under the roots -> its bytes (or sha256 when `digest`), to compare after a job."""
     snap = {}
     for root in roots:
         root = Path(root)
@@ -175,33 +177,31 @@ def snapshot_tree(roots) -> dict:
             for p in root.rglob("*"):
                 if "__pycache__" not in p.parts and p.is_file():
                     try:
-                        snap[p] = p.read_bytes()
+                        data = p.read_bytes()
                     except OSError:
-                        pass
+                        continue
+                    snap[p] = hashlib.sha256(data).digest() if digest else data
     return snap
 
 
-def restore_tree(roots, before: dict) -> list[str]:
-    """Undo every change to the tree since `before`; the paths that had changed."""
-    now = snapshot_tree(roots)
-    changed = []
-    for p, data in before.items():
-        if now.get(p) != data:
-            changed.append(str(p))
-            try:
-                p.parent.mkdir(parents=True, exist_ok=True)
-                if p.is_symlink():
-                    p.unlink()
-                p.write_bytes(data)
-            except OSError:
-                pass
-    for p in set(now) - set(before):
-        changed.append(str(p))
+def restore_tree(root: Path, before: dict, quarantine: Path) -> list[str]:
+    """Undo every change under `root` since `before` (bytes); what changed is first moved into
+    `quarantine`, so nothing is ever lost. Returns the changed paths."""
+    now = snapshot_tree([root])
+    changed = sorted(str(p) for p in set(before) | set(now) if before.get(p) != now.get(p))
+    for name in changed:
+        p = Path(name)
         try:
-            p.unlink()
+            if p.exists() or p.is_symlink():
+                dst = quarantine / p.relative_to(root)
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(p), dst)
+            if p in before:
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_bytes(before[p])
         except OSError:
             pass
-    return sorted(changed)
+    return changed
 
 
 def _alive(pid: int) -> bool:
@@ -271,7 +271,8 @@ def run_job(job_dir: Path, job: dict, nproc: int, timeout_s: float, compile_time
         json.dump({"key": key, "nonce": job.get("nonce")}, f)
     (job_dir / "job.json").write_text(json.dumps({k: v for k, v in job.items() if k != "nonce"}, indent=1))
     protected = job.get("protected", [])
-    tree_before = snapshot_tree(protected)
+    own = Path(job["problem_dir"]) if job.get("problem_dir") else None
+    tree_before = (snapshot_tree(protected, digest=True), snapshot_tree([own]) if own else {})
     become_subreaper()
     env = _env(job["token"], cuda_devices, extensions_dir)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
@@ -297,25 +298,36 @@ def run_job(job_dir: Path, job: dict, nproc: int, timeout_s: float, compile_time
         outcome = LaunchOutcome("failed", "timeout", f"{timed_out} ({where})", returncode=proc.returncode,
                                 wall_s=wall, compile_s=compile_s, rank_phases=phases, killed=killed,
                                 log_tail=_logs_tail(job_dir))
-        return _check_tree(outcome, protected, tree_before)
+        return _check_tree(outcome, protected, own, tree_before, job_dir)
     killed = hunter.kill_all(grace_s=0.0, terminate_root=False)   # strays a candidate left behind (children, daemons)
     (job_dir / "secret").unlink(missing_ok=True)
     outcome = _classify(job_dir, job, nproc, proc.returncode, key)
     outcome.wall_s, outcome.compile_s, outcome.rank_phases, outcome.killed = wall, compile_s, phases, killed
     if truncated:
         outcome.message += f" [log truncated: {', '.join(sorted(truncated))} exceeded {_size(LOG_LIMIT_BYTES)}]"
-    return _check_tree(outcome, protected, tree_before)
+    return _check_tree(outcome, protected, own, tree_before, job_dir)
 
 
 def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
-def _check_tree(outcome: LaunchOutcome, protected, before: dict) -> LaunchOutcome:
-    changed = restore_tree(protected, before)
+def _check_tree(outcome: LaunchOutcome, protected, own: Path | None, before, job_dir: Path) -> LaunchOutcome:
+    """A job must leave the problem tree as it found it. Changes inside the item's own problem
+    folder fail the item and are undone (the changed files go to the job's quarantine/). Changes
+    elsewhere may be someone's concurrent edit, so they are reported, never reverted."""
+    digests, own_bytes = before
+    changed = restore_tree(own, own_bytes, job_dir / "quarantine") if own else []
+    now = snapshot_tree(protected, digest=True)
+    elsewhere = sorted(str(p) for p in set(digests) | set(now) if digests.get(p) != now.get(p)
+                       and not (own and Path(p).is_relative_to(own)))
+    if elsewhere:
+        outcome.warnings.append("the problem tree changed outside this problem during the job (a concurrent "
+                                f"edit, or the candidate): {', '.join(elsewhere[:5])}")
     if changed:
         shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-        outcome.message = (f"the job modified the problem tree (restored): {shown}"
+        outcome.message = (f"the job modified the problem folder (undone; changed files kept in "
+                           f"{job_dir / 'quarantine'}): {shown}"
                            + (f"; before that: {outcome.category}: {outcome.message}" if outcome.category else ""))
         outcome.status, outcome.category, outcome.result = "failed", "forbidden_call", None
     return outcome

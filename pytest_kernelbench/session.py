@@ -141,6 +141,7 @@ class KBSession:
             "token": secrets.token_hex(8), "nonce": self.nonce, "problem": problem.id,
             "harness_path": str(problem.harness_path), "reference_path": str(problem.reference_path),
             "candidate_path": str(cand_path), "protected": [str(problem.root)],
+            "problem_dir": str(problem.path),
             "device": placement.device, "dtype": problem.dtype,
             "sizes": {n: problem.sizes[n] for n in placement.sizes}, "size_order": placement.sizes,
             "trials": s.trials, "forbid": forbid, "enforce_forbid": placement.device == "cuda" or s.enforce_forbid,
@@ -180,7 +181,7 @@ class KBSession:
         sizes = result.get("sizes") or []
         record.update(outcome=outcome.status, failure=outcome.category, message=outcome.message,
                       wall_s=outcome.wall_s, compile_s=outcome.compile_s, sizes=sizes,
-                      phases_s=result.get("phases_s"), warnings=result.get("warnings") or [],
+                      phases_s=result.get("phases_s"), warnings=(result.get("warnings") or []) + outcome.warnings,
                       killed_strays=outcome.killed, log_tail=outcome.log_tail or None,
                       rank_phases=outcome.rank_phases if outcome.category == "timeout" else None)
         ceilings = self.machine.get("ceilings") if placement.device == "cuda" else {}

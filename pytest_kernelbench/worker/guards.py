@@ -16,9 +16,12 @@
 - Hidden files: an audit hook (which Python code cannot remove) refuses and records, while the
   candidate runs, any access to the problem tree (open, listdir/scandir, link/rename/remove,
   chmod, copy, ...) and to the job's control files (job.json, result.json, done/, error/, hb/),
-  child processes whose command line names those paths, and the introspection calls that reach
-  the harness's own objects (gc.get_objects/get_referrers, sys._current_frames,
-  sys.settrace/setprofile, sys._getframe into a harness frame).
+  child processes whose command line names those paths, replacing the __code__ of a harness or
+  stdlib function, and the introspection calls that reach the harness's own objects
+  (gc.get_objects/get_referrers, sys._current_frames, sys.settrace/setprofile, sys._getframe
+  into a harness frame). Not covered: walking frame.f_back from the candidate's own frame (no
+  audit event exists for it); the reference runs after the candidate on the same inputs, so such
+  a walk finds no answer for the inputs in hand, only the harness's machinery.
 """
 from __future__ import annotations
 
@@ -170,10 +173,10 @@ class ForbidGuard:
                     continue
                 label = f"{cls.__name__}.{name} ({family})"
 
-                def method(self_, *args, __raw=raw, __label=label, **kwargs):
+                def method(self_, *args, _kb_raw=raw, _kb_label=label, **kwargs):
                     if guard.active and not _by_harness():
-                        guard.record(__label)
-                    return __raw.__get__(self_, type(self_))(*args, **kwargs)
+                        guard.record(_kb_label)
+                    return _kb_raw.__get__(self_, type(self_))(*args, **kwargs)
 
                 method.__name__ = name
                 method._kb_wrapped = True

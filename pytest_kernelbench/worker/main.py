@@ -1,7 +1,9 @@
 """The rank process: `python -m torch.distributed.run ... -m pytest_kernelbench.worker JOB_DIR`.
 
-For each size: trials (fresh rank-dependent inputs; reference first on its own clone; candidate
-on another; compare), then side-by-side timing and an anti-caching check on refilled buffers.
+For each size: trials (fresh rank-dependent inputs; the candidate first on one clone, then the
+reference on another, so that no reference output exists while candidate code runs; compare),
+then side-by-side timing and an anti-caching check on refilled buffers (all ranks, then only
+some ranks, with new values).
 A rank that hits an error in candidate code writes error/rank<R>.json and exits at once, so
 torchrun tears the job down; verdicts (mismatch, forbidden call) are agreed across ranks and
 written by rank 0 to result.json, with exit 0.
@@ -180,9 +182,11 @@ class Rank:
                     out = self.candidate(*args)
             else:
                 out = self.candidate(*args)
-            # the outputs as they are at return, copied in stream order before any synchronize:
-            # work still running on a thread or an unjoined side stream shows up as a difference
-            at_return = compare.clone(out)
+            # the outputs (and in-place results) as they are at return, copied in stream order
+            # before any synchronize: work still running on a thread or on an unjoined side
+            # stream shows up as a difference
+            watched = (out, args) if self.job.get("inplace") else out
+            at_return = compare.clone(watched)
             left = self.clocks.sync(THREAD_WAIT_S)
         except BaseException as e:  # noqa: BLE001
             self.forbid.active = False
@@ -197,7 +201,7 @@ class Rank:
         if left:
             self.die("runtime_error", f"{phase}: solution() returned while Python threads it started were still "
                      f"running ({', '.join(left)}); all work must finish inside the call", "candidate")
-        late = compare.differs(out, at_return)
+        late = compare.differs(watched, at_return)
         if late:
             self.die("runtime_error", f"{phase}: {late} changed after solution() returned (work still running on "
                      "a thread or on a stream the current stream does not wait for); all work must finish "

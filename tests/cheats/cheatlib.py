@@ -1,0 +1,62 @@
+"""Shared pieces of the red-team suite: an honest all-reduce written with point-to-point calls
+(allowed by the all_reduce problem, whose forbid list is collectives + symm_mem ops), and
+helpers to look at what a judged run left behind."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+# Prefix of most candidates: the correct answer computed without a forbidden call, so each cheat
+# below fails for the one thing it does wrong, not for being unable to communicate.
+HONEST = '''
+import torch
+import torch.distributed as dist
+
+def _p2p_sum(x):
+    r, w = dist.get_rank(), dist.get_world_size()
+    acc = x.float()
+    for k in range(1, w):      # grouped send/recv pairs (a ring of lone sends deadlocks on NCCL)
+        buf = torch.empty_like(x)
+        ops = [dist.P2POp(dist.isend, x.contiguous(), (r + k) % w), dist.P2POp(dist.irecv, buf, (r - k) % w)]
+        for q in dist.batch_isend_irecv(ops):
+            q.wait()
+        acc += buf.float()
+    return acc.to(x.dtype)
+'''
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under root (the problem tree before/after a run)."""
+    out = {}
+    for p in sorted(Path(root).rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def processes_with(needle: str) -> list[str]:
+    """Live (non-zombie) processes whose command line contains `needle`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+        except OSError:
+            continue
+        if needle in cmd:
+            found.append(f"{pid}: {cmd[:200]}")
+    return found
+
+
+def rank_logs(item: dict) -> str:
+    """All rank logs of an item whose job folder was kept."""
+    job = item.get("job_dir")
+    if not job:
+        return ""
+    return "\n".join(p.read_text(errors="replace") for p in sorted(Path(job, "logs").glob("rank*.log*")))
