@@ -33,10 +33,11 @@ cheats)
   log cheats; $PT tests/cheats -k gpu 2>&1 | tail -30
   ;;
 final)
-  log shipped; $PT problems -m collective --kb-candidate=shipped --kb-report=$R/h200x4-shipped.json 2>&1 | tail -16
+  log fidelity; python3 bench/fidelity.py $R/fid --runs 3 2>&1 | tail -8; cp $R/fid/fidelity.json "$OUT/"
+  log shipped; $PT problems -m collective --kb-candidate=shipped --kb-report=$R/h200x4-shipped.json 2>&1 | tail -14
   cp $R/h200x4-shipped.json "$OUT/"
-  log cheats; $PT tests/cheats -k gpu 2>&1 | tail -25
-  log fidelity; python3 bench/fidelity.py $R/fid --runs 5 2>&1 | tail -9; cp $R/fid/fidelity.json "$OUT/"
+  log cheats; $PT tests/cheats -k gpu --basetemp=$R/cheats 2>&1 | tail -12
+  tar czf "$OUT/gpu-cheats-reports.tgz" $(find $R/cheats -maxdepth 2 -name 'report*.json*') 2>/dev/null
   ;;
 extra)
   log n2; $PT -n 2 problems -m collective --kb-nproc=2 --kb-report=$R/h200x4-n2-collective.json 2>&1 | tail -25
