@@ -37,21 +37,8 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 def processes_with(needle: str) -> list[str]:
     """Live (non-zombie) processes whose command line contains `needle`."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue
-        except OSError:
-            continue
-        if needle in cmd:
-            found.append(f"{pid}: {cmd[:200]}")
-    return found
+    from kbrun import leftover_processes
+    return leftover_processes(needle)
 
 
 def rank_logs(item: dict) -> str:

@@ -1,0 +1,21 @@
+"""Helpers for problems' harness.py files (trusted code, run inside the ranks). Shared logic
+lives here once instead of being pasted into problem folders."""
+from __future__ import annotations
+
+import torch
+
+
+def exact_values(shape, gen: torch.Generator, device, dtype, step: float = 0.125, lim: float = 4.0,
+                 shift: float = 0.0) -> torch.Tensor:
+    """Roughly N(0, 1) values rounded to multiples of `step` in [-lim, lim] (plus `shift`).
+
+    With the defaults every partial sum of up to 8 such values is a multiple of 1/8 below 32 in
+    magnitude, hence exact in bfloat16: any reduction order (ring, tree, one-shot, fp32
+    accumulation) gives identical bits, so a correct candidate never fails by rounding while a
+    missing or doubled contribution, or an fp8 downcast, still does.
+    """
+    x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
+    x = x.div_(step).round_().clamp_(-lim / step, lim / step).mul_(step)
+    if shift:
+        x = x.add_(shift)
+    return x.to(dtype)
