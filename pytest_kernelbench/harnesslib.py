@@ -7,7 +7,7 @@ import torch
 
 def exact_values(shape, gen: torch.Generator, device, dtype, step: float = 0.125, lim: float = 4.0,
                  shift: float = 0.0) -> torch.Tensor:
-    """Roughly N(0, 1) values rounded to multiples of `step` in [-lim, lim] (plus `shift`).
+    """Roughly N(shift, 1) values rounded to multiples of `step` and clamped to [-lim, lim].
 
     With the defaults every partial sum of up to 8 such values is a multiple of 1/8 below 32 in
     magnitude, hence exact in bfloat16: any reduction order (ring, tree, one-shot, fp32
@@ -15,7 +15,6 @@ def exact_values(shape, gen: torch.Generator, device, dtype, step: float = 0.125
     missing or doubled contribution, or an fp8 downcast, still does.
     """
     x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
-    x = x.div_(step).round_().clamp_(-lim / step, lim / step).mul_(step)
     if shift:
-        x = x.add_(shift)
-    return x.to(dtype)
+        x = x.add_(shift)      # N(shift, 1) before rounding
+    return x.div_(step).round_().clamp_(-lim / step, lim / step).mul_(step).to(dtype)

@@ -1,17 +1,11 @@
 import torch
 
-
-def _exact_values(shape, gen, device, dtype):
-    # Roughly N(0, 1), but rounded to multiples of 1/8 in [-4, 4]: every partial sum of up to
-    # 8 such values is exact in bfloat16, so every all-reduce order gives identical bits and
-    # the only rounding left is the one of (sum + residual), which every correct code does.
-    x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
-    return x.mul_(8).round_().clamp_(-32, 32).div_(8).to(dtype)
+from pytest_kernelbench.harnesslib import exact_values
 
 
 def inputs(size, rank, world_size, gen, device, dtype):
     t, h = size["tokens"], size["hidden"]
-    x = _exact_values((t, h), gen, device, dtype)
+    x = exact_values((t, h), gen, device, dtype)
     # gen is per rank, so residual and weight differ per rank (the task text says so)
     residual = torch.randn(t, h, generator=gen, device=device, dtype=dtype)
     weight = (1 + 0.25 * torch.randn(h, generator=gen, device=device, dtype=torch.float32)).to(dtype)
