@@ -15,7 +15,6 @@ the rank's audit hook cannot see) is undone and fails the item.
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import os
@@ -29,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .procs import ProcessHunter, become_subreaper, die_with_parent
 from .worker.files import done_mark
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
@@ -55,117 +55,6 @@ class LaunchOutcome:
     killed: list = field(default_factory=list)   # stray processes killed after the job
     log_tail: str = ""
     warnings: list = field(default_factory=list)
-
-
-def die_with_parent():
-    """Linux: SIGKILL this process when its parent dies, so `kill -9` of pytest (or of torchrun)
-    does not leave a job running on its own."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _proc_stat(pid: int):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            data = f.read()
-    except OSError:
-        return None
-    rest = data[data.rindex(")") + 2:].split()
-    return int(rest[1]), int(rest[3]), int(rest[19])  # ppid, sid, start time (clock ticks since boot)
-
-
-def _has_token(pid: int, token: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return token in f.read()
-    except OSError:
-        return False
-
-
-def _pids():
-    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
-class ProcessHunter:
-    """Remembers the job's processes and sessions while it runs; kills all of them at the end."""
-
-    def __init__(self, root_pid: int, token: str):
-        self.root = root_pid
-        self.token = f"KB_JOB_TOKEN={token}".encode()
-        self.known: set[int] = {root_pid}
-        self.sessions: set[int] = {root_pid}
-        root_stat = _proc_stat(root_pid)
-        self.started = root_stat[2] if root_stat else 0
-
-    def scan(self) -> set[int]:
-        me = os.getpid()
-        stats = {pid: st for pid in _pids() if pid != me and (st := _proc_stat(pid))}
-        found = set()
-        changed = True
-        while changed:
-            changed = False
-            for pid, (ppid, sid, start) in stats.items():
-                if pid in found:
-                    continue
-                orphan = ppid == me and pid != self.root and start >= self.started and _SUBREAPER[0]
-                if pid in self.known or ppid in found or ppid in self.known or sid in self.sessions \
-                        or orphan or _has_token(pid, self.token):
-                    found.add(pid)
-                    changed = True
-        alive = {p for p in found if _alive(p)}
-        self.known |= alive
-        self.sessions |= {stats[p][1] for p in alive if p in stats and stats[p][1] != os.getsid(0)}
-        return alive
-
-    def kill_all(self, grace_s: float = 3.0, terminate_root: bool = True) -> list[int]:
-        """SIGTERM torchrun (it cleans its ranks up), then SIGKILL whatever is left, until none is."""
-        if terminate_root:
-            _signal(self.root, signal.SIGTERM)
-        else:
-            self.known.discard(self.root)   # already reaped: its pid may be reused
-        end = time.monotonic() + grace_s
-        while time.monotonic() < end and self.scan() - {self.root}:
-            time.sleep(0.1)
-        killed = []
-        for _ in range(50):
-            self.reap()
-            left = self.scan()
-            if not left:
-                break
-            for pid in left:
-                if _signal(pid, signal.SIGKILL):
-                    killed.append(pid)
-            time.sleep(0.1)
-        self.reap()
-        return sorted(set(killed))
-
-    def reap(self):
-        """Collect the exit status of orphans re-parented to us (as subreaper), never torchrun's."""
-        me = os.getpid()
-        for pid in _pids():
-            st = _proc_stat(pid)
-            if st and st[0] == me and pid != self.root and st[2] >= self.started:
-                try:
-                    os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    pass
-
-
-_SUBREAPER = [False]
-
-
-def become_subreaper() -> bool:
-    """prctl(PR_SET_CHILD_SUBREAPER): orphans of our descendants are re-parented to this process."""
-    if not _SUBREAPER[0] and sys.platform.startswith("linux"):
-        try:
-            _SUBREAPER[0] = ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
-        except (OSError, AttributeError):
-            pass
-    return _SUBREAPER[0]
 
 
 def snapshot_tree(roots, digest: bool = False) -> dict:
@@ -202,22 +91,6 @@ def restore_tree(root: Path, before: dict, quarantine: Path) -> list[str]:
         except OSError:
             pass
     return changed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _signal(pid: int, sig) -> bool:
-    try:
-        os.kill(pid, sig)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
 
 
 def read_phases(job_dir: Path) -> dict:

@@ -1,6 +1,7 @@
 """Collection: ids, markers, selection, and a broken problem.yaml erroring alone."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -14,7 +15,8 @@ COLLECTIVES = sorted(p.parent.name for p in PROBLEMS.glob("collective/*/problem.
 def collect(*args, cwd=REPO):
     cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "--collect-only", "-q",
            "--strict-markers", *args]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}   # the outer run's options are not ours
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
 
 
 def ids(out: str) -> list[str]:

@@ -22,7 +22,7 @@ def test_kill_9_keeps_finished_items_and_resume_completes_the_run(tmp_path):
     jsonl = tmp_path / "r.jsonl"
     cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q", str(problems),
            f"--kb-solutions={solutions}", "--kb-nproc=2", f"--kb-report={report}"]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

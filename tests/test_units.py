@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_kernelbench import launch, metrics, roofline
+from pytest_kernelbench import launch, metrics, procs, roofline
 from pytest_kernelbench.gpus import GpuPool
 from pytest_kernelbench.problem import ProblemError, load_problem
 from pytest_kernelbench.worker import compare
@@ -243,13 +243,13 @@ def test_process_hunter_kills_a_setsid_grandchild(tmp_path):
               "time.sleep(300)\n")
     env = {**os.environ, "KB_JOB_TOKEN": token}
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, start_new_session=True)
-    hunter = launch.ProcessHunter(proc.pid, token)
+    hunter = procs.ProcessHunter(proc.pid, token)
     time.sleep(1.0)
     found = hunter.scan()
     assert len(found) >= 2
     hunter.kill_all(grace_s=0.5)
     proc.wait(5)
-    assert not {p for p in found if launch._alive(p)}
+    assert not {p for p in found if procs._alive(p)}
 
 
 # ---- calibration cache ---------------------------------------------------------------------

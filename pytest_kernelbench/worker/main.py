@@ -73,7 +73,7 @@ class Rank:
         self.files.heartbeat("init process group")
         import torch
         import torch.distributed as dist
-        from . import guards
+        from . import clocks, guards, shield, tamper
         self.torch = torch
         job = self.job
         self.device_kind = job["device"]
@@ -92,11 +92,11 @@ class Rank:
         self.files.heartbeat("load harness and reference")
         self.harness = load_module(job["harness_path"], f"_kb_h_{os.urandom(6).hex()}", register=False)
         self.reference = load_module(job["reference_path"], f"_kb_r_{os.urandom(6).hex()}", register=False)
-        self.clocks = guards.ClockSet(self.device_kind)
+        self.clocks = clocks.ClockSet(self.device_kind)
         self.forbid = guards.ForbidGuard(job.get("forbid", []))
         self.forbid.install()
-        self.tamper = guards.TamperGuard()
-        self.shield = guards.FileShield(job.get("protected", []), job_dir=self.files.dir)
+        self.tamper = tamper.TamperGuard()
+        self.shield = shield.FileShield(job.get("protected", []), job_dir=self.files.dir)
         self.clocks.barrier()
         if self.rank == 0:      # every rank has read the secret: no candidate (or its children) may
             try:                # read it from disk
@@ -293,9 +293,13 @@ class Rank:
 
     def verdict(self, record: dict, mine: dict, phase: str):
         everyone = self.agree(mine)
-        bad = [(r, v) for r, v in enumerate(everyone) if v["category"]]
         record["trials"].append({"trial": mine["trial"], "max_abs_err": max(v["max_abs_err"] for v in everyone),
-                                 "ok": not bad})
+                                 "ok": not any(v["category"] for v in everyone)})
+        self.fail_if_any(everyone, phase, record)
+
+    def fail_if_any(self, everyone: list, phase: str, record: dict):
+        """Agreed per-rank verdicts -> the item's failure (the first failing rank), and the end."""
+        bad = [(r, v) for r, v in enumerate(everyone) if v["category"]]
         if bad:
             r, v = bad[0]
             self.finish(failed={"category": v["category"], "rank": r, "phase": phase,
@@ -346,7 +350,6 @@ class Rank:
             measured = timer.run(f"size {size}", ref, cand, sets, refill, candidate_guard)
         except BaseException as e:  # noqa: BLE001 - candidate code ran inside
             self.die("runtime_error", f"size {size}, timing: {type(e).__name__}: {e}", "candidate", e)
-        mine = {"category": None, "message": None}
         if measured["leftover_threads"]:
             mine = {"category": "runtime_error", "message": f"threads still running after a timed round: {measured['leftover_threads']}"}
         elif self.timing_violation:
@@ -354,12 +357,7 @@ class Rank:
         else:
             mine = self.after_timing_check(size, sets, refill)
         everyone = self.agree({"times": measured["times"], **mine})
-        bad = [(r, v) for r, v in enumerate(everyone) if v["category"]]
-        if bad:
-            r, v = bad[0]
-            phase = f"size {size}, check after timing"
-            self.finish(failed={"category": v["category"], "rank": r, "phase": phase,
-                                "message": f"rank {r}, {phase}: {v['message']}"}, current=record)
+        self.fail_if_any(everyone, f"size {size}, check after timing", record)
         timing = {name: summarize([v["times"][name] for v in everyone]) for name in ("reference", "candidate")}
         for name in timing:
             timing[name]["iters"] = measured["iters"][name]
@@ -436,7 +434,7 @@ class Rank:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    from ..launch import die_with_parent
+    from ..procs import die_with_parent
     die_with_parent()   # a rank never outlives its torchrun
     rank = Rank(argv[0])
     try:

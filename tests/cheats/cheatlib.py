@@ -4,7 +4,6 @@ helpers to look at what a judged run left behind."""
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
 # Prefix of most candidates: the correct answer computed without a forbidden call, so each cheat
