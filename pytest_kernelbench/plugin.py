@@ -176,6 +176,7 @@ def pytest_configure(config):
 SESSION = pytest.StashKey()
 ITEMS = pytest.StashKey()
 DOC = pytest.StashKey()
+LOGGED = pytest.StashKey()
 _CONFIG = {}  # pytest_runtest_logreport gets no config argument
 
 
@@ -256,10 +257,13 @@ def pytest_runtest_logreport(report):
     s = config.stash[SESSION]
     items = config.stash[ITEMS]
     log = report_log(s)
+    # an item's user_properties reach both its setup and call reports: log each record once
+    seen = config.stash.setdefault(LOGGED, set())
     for rec in records:
-        if any(r is rec or (r.get("nodeid"), r.get("sample"), r.get("round")) ==
-               (rec.get("nodeid"), rec.get("sample"), rec.get("round")) for r in items):
+        key = (rec.get("nodeid"), rec.get("sample"), rec.get("round"))
+        if key in seen:
             continue
+        seen.add(key)
         items.append(rec)
         log.append(rec)
 
