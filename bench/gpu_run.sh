@@ -4,6 +4,8 @@
 #   bash bench/gpu_run.sh core2   14 problems (reference), -n 2 on disjoint GPUs, timing fidelity
 #   bash bench/gpu_run.sh cheats  the GPU-only cheat tests
 #   bash bench/gpu_run.sh extra   -n 2 on disjoint GPUs, timing fidelity, GPU cheat tests
+#   bash bench/gpu_run.sh suite NAME [pytest args]   reference as candidate; stops itself before the
+#        device's 600 s cap and still hands back NAME.json/.jsonl, so a later call can --kb-resume
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -44,6 +46,12 @@ extra)
   cp $R/h200x4-n2-collective.json "$OUT/"; keep_jobs n2 $R/h200x4-n2-collective.json
   log cheats; $PT tests/cheats -k gpu 2>&1 | tail -15
   log fidelity; python3 bench/fidelity.py $R/fid --runs 5 2>&1 | tail -12; cp $R/fid/fidelity.json "$OUT/"
+  ;;
+suite)
+  name=$2; shift 2
+  log "suite $name: $*"; nvidia-smi -L
+  timeout -k 15 -s INT "${KB_SUITE_S:-540}" $PT --kb-candidate=reference --kb-report=$R/$name.json "$@" 2>&1 | tail -70
+  cp $R/$name.json $R/$name.jsonl "$OUT/" 2>/dev/null; keep_jobs "$name" $R/$name.json
   ;;
 esac
 log done

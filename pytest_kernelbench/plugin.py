@@ -29,7 +29,7 @@ OPTIONS = [
     ("sizes", str, None, "comma-separated size names (default: tiny on CPU, every other size on CUDA)"),
     ("trials", int, 2, "correctness trials per size, each on fresh inputs"),
     ("timing", str, "on", "on | off"),
-    ("timing-rounds", int, None, "timed rounds per size (at least 5)"),
+    ("timing-rounds", int, None, "timed rounds per size (at least 5; an odd count is rounded up to even)"),
     ("seed", str, None, "fix the run nonce (inputs become reproducible; default: fresh every run)"),
     ("enforce-forbid", bool, False, "fail forbidden calls on CPU too (always enforced on CUDA)"),
     ("exclusive", bool, False, "run each GPU item alone on the machine (final numbers)"),

@@ -16,8 +16,8 @@ from .problem import size_names
 
 DEFAULT_TIMEOUT_S = 300.0
 TIMING = {  # CPU runs check logic (gloo numbers are not speed); GPU runs are the real thing
-    "cpu": {"rounds": 5, "warmup": 2, "round_s": 0.01, "max_iters": 200},
-    "cuda": {"rounds": 15, "warmup": 5, "round_s": 0.025, "max_iters": 5000},
+    "cpu": {"rounds": 6, "warmup": 2, "round_s": 0.01, "max_iters": 200},
+    "cuda": {"rounds": 16, "warmup": 5, "round_s": 0.025, "max_iters": 5000},
 }
 
 

@@ -12,9 +12,9 @@ import torch
 
 from pytest_kernelbench import launch, metrics, procs, roofline
 from pytest_kernelbench.gpus import GpuPool
+from pytest_kernelbench.worker.timing import Timing, summarize
 from pytest_kernelbench.problem import ProblemError, load_problem
 from pytest_kernelbench.worker import compare
-from pytest_kernelbench.worker.timing import summarize
 
 from kbrun import PROBLEMS, make_tree
 
@@ -118,6 +118,68 @@ def test_aliasing_unchanged_and_distinct():
 def test_timing_summary_is_median_of_max_over_ranks():
     s = summarize([[1.0, 5.0, 3.0], [2.0, 1.0, 3.5]])
     assert s["rounds_s"] == [2.0, 5.0, 3.5] and s["median_s"] == 3.5 and s["min_s"] == 2.0
+
+
+class _VirtualClocks:
+    """CPU-path clocks over virtual time: a call costs what the test says, nothing else does."""
+    cuda = False
+
+    def __init__(self):
+        self.now = 0.0
+
+    def barrier(self):
+        pass
+
+    def sync(self, wait_s):
+        return []
+
+    def perf_counter(self):
+        return self.now
+
+
+def _self_check(first_of_pair_penalty, unseen_data_penalty, rounds):
+    """An exact copy timed against itself, where a call costs more when it opens a pair of rounds
+    or when its data is new: both sides must come out equal."""
+    clocks = _VirtualClocks()
+    state = {"key": None, "seen": set(), "calls_in_round": 0, "round": 0}
+
+    def refill(key):
+        state["key"] = key
+        state["round"] += 1
+
+    def impl(x):
+        cost = 1.0
+        if state["round"] % 2 == 1:                       # the first round of a pair (time order)
+            cost += first_of_pair_penalty
+        if state["key"] not in state["seen"]:
+            cost += unseen_data_penalty
+            state["seen"].add(state["key"])
+        clocks.now += cost
+
+    t = Timing(clocks, lambda v: v, lambda msg: None, {"rounds": rounds, "warmup": 1, "round_s": 1.0, "max_iters": 1})
+    measured = t.run("size x", impl, impl, [(0,)], refill, lambda active: None)
+    times = measured["times"]
+    ratio = summarize([times["reference"]])["median_s"] / summarize([times["candidate"]])["median_s"]
+    return times, ratio
+
+
+@pytest.mark.parametrize("rounds", [5, 15, 16])
+def test_timing_gives_an_exact_copy_no_edge_from_round_order(rounds):
+    # an odd round count let one side go first once more: with a slow first-of-pair round its
+    # median was the slow mode and the other's the fast one (1.20x for a copy on 4xH200)
+    times, ratio = _self_check(first_of_pair_penalty=0.5, unseen_data_penalty=0.0, rounds=rounds)
+    n = len(times["reference"])
+    assert n % 2 == 0 and n >= rounds
+    assert ratio == pytest.approx(1.0)
+
+
+def test_timing_gives_an_exact_copy_no_edge_from_shared_round_data():
+    # when both rounds of a pair saw the same values, whoever went second found them warm: the
+    # rounds split into two modes and the median fell between them, wherever the noise put it
+    times, ratio = _self_check(first_of_pair_penalty=0.0, unseen_data_penalty=0.7, rounds=16)
+    assert ratio == pytest.approx(1.0)
+    for name in ("reference", "candidate"):
+        assert max(times[name]) == pytest.approx(min(times[name])), times[name]
 
 
 # ---- GPU lease pool ------------------------------------------------------------------------
