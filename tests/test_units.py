@@ -353,3 +353,21 @@ def test_terminal_table_shows_roofline_and_suspect_flag():
     item.update(roofline.annotate(sizes, {"link_bw": 100.0}))
     lines = report.table([item])
     assert "passed (suspect)" in lines[1] and "200%" in lines[1] and "3.00x" in lines[1]
+
+
+def test_suite_table_sorts_by_roofline_and_counts_every_size():
+    import importlib.util
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("suite_table", root / "bench" / "suite_table.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    doc = {"machine": {}, "items": [
+        {"problem": p, "outcome": "passed", "roofline": {"reference": r},
+         "sizes": [{"name": "s", "speedup": sp, "roofline": {"reference": r}}]}
+        for p, r, sp in (("a", 0.5, 1.0), ("b", 0.01, 1.2), ("c", 0.2, 0.9))] +
+        [{"problem": "d", "outcome": "failed", "roofline": {"reference": 0}, "sizes": []}]}
+    lines = mod.table(doc)
+    assert lines[0].startswith("3/4 passed")
+    rows = [ln for ln in lines if ln.startswith("| ") and ln[2] in "abc"]
+    assert [r[2] for r in rows] == ["b", "c", "a"]
+    assert lines[-1].startswith("| s | 3 | 0.900 | 1.200 | 1 | 1 |")
