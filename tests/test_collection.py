@@ -28,7 +28,7 @@ def test_every_problem_is_one_readable_item():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     folders = sorted(p.parent.relative_to(PROBLEMS).as_posix() for p in PROBLEMS.glob("*/*/problem.yaml"))
     assert ids(proc.stdout) == [f"test_problem[{f}]" for f in folders]
-    assert len(folders) >= 14
+    assert len(folders) >= 50          # issue 6: the suite has at least 50 problems
 
 
 def test_marker_expression_selects_exactly_the_collectives():
