@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+
+from pytest_kernelbench.metrics import geomean
 
 
 def table(doc: dict) -> list[str]:
@@ -28,7 +29,7 @@ def table(doc: dict) -> list[str]:
     lines += ["", "| size | items | self-check min | max | within 3 % | within 5 % | GM |", "|---|---|---|---|---|---|---|"]
     for n in sizes:
         v = [s["speedup"] for it in items for s in it["sizes"] if s["name"] == n]
-        gm = math.exp(sum(map(math.log, v)) / len(v))
+        gm = geomean(v)
         lines.append(f"| {n} | {len(v)} | {min(v):.3f} | {max(v):.3f} | {sum(abs(x - 1) <= 0.03 for x in v)} | "
                      f"{sum(abs(x - 1) <= 0.05 for x in v)} | {gm:.3f} |")
     return lines

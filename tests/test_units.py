@@ -141,7 +141,7 @@ def _self_check(first_of_pair_penalty, unseen_data_penalty, rounds):
     """An exact copy timed against itself, where a call costs more when it opens a pair of rounds
     or when its data is new: both sides must come out equal."""
     clocks = _VirtualClocks()
-    state = {"key": None, "seen": set(), "calls_in_round": 0, "round": 0}
+    state = {"key": None, "seen": set(), "round": 0}
 
     def refill(key):
         state["key"] = key
