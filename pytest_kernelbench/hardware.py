@@ -109,3 +109,27 @@ def describe(info: dict) -> str:
         return (f"{info['gpu_count']}x {info['gpu_model']} (driver {info.get('driver')}), torch {info.get('torch')}, "
                 f"CUDA {info.get('cuda')}, NCCL {info.get('nccl')}{roof}")
     return f"CPU only: {info.get('cpu')} x{info.get('cpu_count')}, torch {info.get('torch')} (gloo; times are not GPU speed)"
+
+
+# CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED (cuda.h, CUDA >= 12.1). Reading an attribute uses no
+# multicast; it runs in a subprocess so this process never initializes the driver.
+_MULTICAST_PROBE = """
+import ctypes, sys
+cu = ctypes.CDLL("libcuda.so.1")
+v = ctypes.c_int(0)
+if cu.cuInit(0) != 0 or cu.cuDeviceGetAttribute(ctypes.byref(v), 132, 0) != 0:
+    sys.exit(1)
+print(v.value)
+"""
+
+
+def multicast_supported() -> bool:
+    """Whether GPU 0 reports NVLink multicast support (False without GPUs or a driver)."""
+    if not gpus():
+        return False
+    import sys
+    try:
+        out = subprocess.run([sys.executable, "-c", _MULTICAST_PROBE], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and out.stdout.strip() == "1"

@@ -5,14 +5,20 @@ breakdowns. Pure functions over plain dicts, so reports can be recomputed from a
 from __future__ import annotations
 
 import math
+import statistics
 from collections import defaultdict
 from math import comb
 
 CATEGORIES = ("no_code", "compile_error", "runtime_error", "crash", "mismatch", "timeout",
-              "forbidden_call", "edit_outside_region")
+              "forbidden_call", "unsafe", "edit_outside_region",
+              # not the candidate's doing, but the item has no result and still counts in every rate
+              "api_error", "invalid_problem", "harness_error")
 TIERS = (("better", 1.20), ("on_par", 0.95), ("degraded", 0.60), ("severely_degraded", 0.0))
 FAST_P = (0.0, 1.0, 1.5, 2.0)
 BREAKDOWNS = ("category", "parallelism", "difficulty", "libraries")
+# outcomes that count in the denominator of every rate: everything selected that was not skipped
+COUNTED = ("passed", "failed", "error")
+BAND_COVERAGE = 0.95
 
 
 def geomean(xs) -> float | None:
@@ -22,13 +28,67 @@ def geomean(xs) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def verdict(score: float | None) -> str | None:
+def tier(score: float | None) -> str | None:
     if score is None:
         return None
     for name, lower in TIERS:
         if score >= lower:
             return name
     return TIERS[-1][0]
+
+
+def verdict(score: float | None, band: tuple | list | None = None) -> str | None:
+    """The tier of `score`, except that a score whose noise band holds 1.0 is on_par: the paired
+    rounds cannot tell it from the reference. No score (CPU, timing off): no verdict."""
+    if score is None:
+        return None
+    if band is not None and band[0] is not None and band[0] <= 1.0 <= band[1]:
+        return "on_par"
+    return tier(score)
+
+
+def median_band(ratios: list[float], coverage: float = BAND_COVERAGE) -> tuple[float, float] | None:
+    """Distribution-free confidence interval of the median of paired ratios: the order statistics
+    q_(k) and q_(n+1-k) with the largest k whose two-sided coverage 1 - 2 P(Bin(n, 1/2) < k) is at
+    least `coverage` (n = 16 rounds: the 4th smallest and the 4th largest, 97.9 %)."""
+    q = sorted(r for r in ratios if r is not None and r > 0 and math.isfinite(r))
+    n = len(q)
+    if n < 2:
+        return None
+    k, tail = 1, 0.0
+    while True:
+        tail += comb(n, k - 1) / 2 ** n         # P(Bin(n, 1/2) <= k - 1)
+        if 1 - 2 * tail < coverage or k > n // 2:
+            break
+        k += 1
+    k = max(1, k - 1)
+    return q[k - 1], q[n - k]
+
+
+def paired_ratios(timing: dict) -> list[float]:
+    """Reference and candidate rounds ran interleaved, so round r of each is one pair measured
+    under the same conditions: t_ref,r / t_cand,r."""
+    ref = (timing.get("reference") or {}).get("rounds_s") or []
+    cand = (timing.get("candidate") or {}).get("rounds_s") or []
+    return [r / c for r, c in zip(ref, cand) if c and c > 0 and r > 0]
+
+
+def paired_speedup(timing: dict) -> float | None:
+    ratios = paired_ratios(timing)
+    return statistics.median(ratios) if ratios else None
+
+
+def size_band(timing: dict) -> tuple[float, float] | None:
+    """A size's noise band: the confidence interval of its paired speedup (the median ratio)."""
+    return median_band(paired_ratios(timing))
+
+
+def item_band(sizes: list[dict]) -> tuple[float, float] | None:
+    """GM over sizes of the per-size band ends (each size counts equally, as in the score)."""
+    bands = [s.get("band") for s in sizes]
+    if not bands or any(b is None for b in bands):
+        return None
+    return geomean([b[0] for b in bands]), geomean([b[1] for b in bands])
 
 
 def item_score(sizes: list[dict]) -> float | None:
@@ -46,11 +106,14 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def _scored(items):
-    return [i for i in items if i.get("outcome") in ("passed", "failed")]
+    return [i for i in items if i.get("outcome") in COUNTED]
 
 
 def aggregate(items: list[dict]) -> dict:
-    """Aggregates over finished (passed or failed) items; skipped items are counted apart."""
+    """Aggregates over every counted item (passed, failed, or error: an item with no result for a
+    reason that is not the candidate's still counts, as a non-pass); skipped items are counted
+    apart with their reasons. Speed aggregates exist only where speed was measured (GPU timing):
+    None otherwise, never a fake 0."""
     done = _scored(items)
     total = len(done)
     passed = [i for i in done if i["outcome"] == "passed"]
@@ -60,22 +123,24 @@ def aggregate(items: list[dict]) -> dict:
     for i in passed:
         if i.get("verdict"):
             tiers[i["verdict"]] += 1
-    timed = any(i.get("score") is not None for i in passed)   # --kb-timing=off gives no scores
+    # speed counts only when every passed item has a score (CPU or --kb-timing=off give none)
+    timed = bool(passed) and all(i.get("score") is not None for i in passed)
+    speed = total and timed
     out = {
         "total": total,
         "passed": len(passed),
-        "failed": total - len(passed),
+        "failed": sum(1 for i in done if i["outcome"] == "failed"),
+        "errors": sum(1 for i in done if i["outcome"] == "error"),
         "skipped": sum(1 for i in items if i.get("outcome") == "skipped"),
-        # the model's API failed (not the model's code): neither passed nor failed
-        "errors": sum(1 for i in items if i.get("outcome") == "error"),
         "pass_rate": len(passed) / total if total else None,
-        "gm_speedup": gm,
-        "pass_x_gm": ((len(passed) / total) * gm if gm else 0.0) if total and (timed or not passed) else None,
-        "pass_good": (tiers["on_par"] + tiers["better"]) / total if total and (timed or not passed) else None,
+        "gm_speedup": gm if timed else None,
+        "pass_x_gm": (len(passed) / total) * gm if speed and gm else None,
+        "pass_good": (tiers["on_par"] + tiers["better"]) / total if speed else None,
         "tiers": dict(tiers),
-        "fast_p": {str(p): (sum(1 for i in passed if (i.get("score") or 0) > p) / total
-                            if total and (timed or not passed) else None) for p in FAST_P},
-        "failures": dict(_count(i.get("failure") for i in done if i["outcome"] == "failed")),
+        "fast_p": {str(p): (sum(1 for i in passed if (i.get("score") or 0) > p) / total if speed else None)
+                   for p in FAST_P},
+        "failures": dict(_count(i.get("failure") for i in done if i["outcome"] != "passed")),
+        "skip_reasons": dict(_count(i.get("message") or "skipped" for i in items if i.get("outcome") == "skipped")),
         "roofline_gm": geomean([(i.get("roofline") or {}).get("candidate") for i in passed]),
         "suspect": sum(1 for i in passed if i.get("suspect")),
     }

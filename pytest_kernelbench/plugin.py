@@ -13,8 +13,10 @@ import pytest
 from . import hardware, report
 from .candidates.files import CandidateError, parse_mode
 from .problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
-from .session import KBSession, Settings, new_run_id
-from .testcase import kb_candidate, kb_placement, kb_problem, kb_session, test_problem  # noqa: F401 (fixtures)
+from .run import BenchRun, ReportWriter, identity, is_kb_nodeid
+from .session import Settings, new_run_id
+from .testcase import KB_PROBLEM, RECORDS, RUN_PLUGIN, test_problem
+from .testcase import kb_candidate, kb_placement, kb_problem, kb_session  # noqa: F401 (fixtures)
 
 # (option, type, default, help). Each is --kb-<name> on the command line and kb_<name> in ini.
 OPTIONS = [
@@ -24,14 +26,16 @@ OPTIONS = [
     ("nproc", int, None, "world size (default: the largest valid one that fits)"),
     ("cpu-ranks", int, 4, "most ranks to start for a CPU (gloo) item"),
     ("timeout", float, None, "deadline in seconds for one item's torchrun job (default: problem.yaml timeout_s, else 300)"),
-    ("compile-timeout", float, 600.0, "cap in seconds on importing/compiling a candidate (not counted in --kb-timeout)"),
-    ("pg-timeout", float, 20.0, "process-group timeout in seconds inside a job (short, so hangs surface fast)"),
+    ("compile-timeout", float, 600.0, "cap in seconds on importing/compiling a candidate and on its first call of "
+     "each size (setup: JIT compiles, rendezvous); not counted in --kb-timeout"),
+    ("pg-timeout", float, 20.0, "process-group timeout in seconds inside a job (short, so hangs surface fast; "
+     "the first call of each size gets the compile budget instead)"),
     ("sizes", str, None, "comma-separated size names (default: tiny on CPU, every other size on CUDA)"),
     ("trials", int, 2, "correctness trials per size, each on fresh inputs"),
     ("timing", str, "on", "on | off"),
     ("timing-rounds", int, None, "timed rounds per size (at least 5; an odd count is rounded up to even)"),
     ("seed", str, None, "fix the run nonce (inputs become reproducible; default: fresh every run)"),
-    ("enforce-forbid", bool, False, "fail forbidden calls on CPU too (always enforced on CUDA)"),
+    ("allow-multicast", bool, False, "let candidates use NVLink multicast (multimem, NVLS); refused unless the machine reports it (never on shared machines)"),
     ("exclusive", bool, False, "run each GPU item alone on the machine (final numbers)"),
     ("keep-jobs", bool, False, "keep the job folders (logs, candidate) of passed items too"),
     ("report", str, None, "path of the JSON report (default reports/<run-id>.json; the JSONL sits beside it)"),
@@ -81,6 +85,8 @@ def _value(config, name, kind, default):
 
 
 def settings_from(config) -> Settings:
+    """Every --kb-* value, checked: a bad value is a one-line usage error. Cheap (no torch, no
+    machine probe, no files written): it runs in every pytest run that has the plugin installed."""
     v = {name: _value(config, name, kind, default) for name, kind, default, _ in OPTIONS}
     try:
         parse_mode(v["candidate"])
@@ -96,6 +102,12 @@ def settings_from(config) -> Settings:
         if not Path(v["resume"]).is_file() or not v["resume"].endswith(".jsonl"):
             raise pytest.UsageError(f"--kb-resume={v['resume']}: not a .jsonl report of an earlier run")
         v["report"] = str(Path(v["resume"]).with_suffix(".json"))
+    elif v["report"]:
+        path = Path(v["report"]) if Path(v["report"]).is_absolute() else Path(config.rootpath) / v["report"]
+        taken = [p for p in (path, path.with_suffix(".jsonl")) if p.exists()]
+        if taken:   # appending a second run's lines to a report mixes two runs: never silently
+            raise pytest.UsageError(f"--kb-report={v['report']}: {taken[0]} already exists; continue that run with "
+                                    f"--kb-resume={path.with_suffix('.jsonl')} or choose another path")
     if v["solutions"] and not Path(v["solutions"]).is_dir():
         raise pytest.UsageError(f"--kb-solutions={v['solutions']}: not a directory")
     for name in ("nproc", "cpu-ranks", "trials", "timeout", "timing-rounds"):
@@ -104,11 +116,13 @@ def settings_from(config) -> Settings:
     if v["timing-rounds"] is not None and v["timing-rounds"] < 5:
         raise pytest.UsageError(f"--kb-timing-rounds={v['timing-rounds']}: at least 5 rounds")
     _check_model_options(v)
+    if v["allow-multicast"] and not hardware.multicast_supported():
+        raise pytest.UsageError("--kb-allow-multicast: this machine reports no NVLink multicast support")
     return Settings(candidate=v["candidate"], solutions=v["solutions"], device=v["device"], nproc=v["nproc"],
                     cpu_ranks=v["cpu-ranks"], timeout=v["timeout"], compile_timeout=v["compile-timeout"],
                     pg_timeout=v["pg-timeout"], sizes=v["sizes"].split(",") if v["sizes"] else None,
                     trials=v["trials"], timing=v["timing"] == "on", timing_rounds=v["timing-rounds"],
-                    seed=v["seed"], enforce_forbid=v["enforce-forbid"], exclusive=v["exclusive"],
+                    seed=v["seed"], allow_multicast=v["allow-multicast"], exclusive=v["exclusive"],
                     keep_jobs=v["keep-jobs"], report=v["report"], resume=v["resume"],
                     calibrate=v["calibrate"], model=v["model"], samples=v["samples"], rounds=v["rounds"],
                     temperature=v["temperature"], max_tokens=v["max-tokens"], api_base=v["api-base"],
@@ -145,78 +159,125 @@ def pytest_configure(config):
     for marker, what in [(c, "category") for c in CATEGORIES] + [(p, "parallelism") for p in PARALLELISMS] + \
             [(d, "difficulty") for d in DIFFICULTIES] + [(lib, "library") for lib in LIBRARIES]:
         config.addinivalue_line("markers", f"{marker}: kernelbench problems with {what} '{marker}'")
-    # one broken problem.yaml must not stop the others from running
-    config.option.continue_on_collection_errors = True
     settings = settings_from(config)
     worker = getattr(config, "workerinput", None)
+    machine = None
     if worker and "kb_run" in worker:
-        shared = worker["kb_run"]
-        run_id, nonce, machine = shared["run_id"], shared["nonce"], shared["machine"]
+        run_id, nonce, machine = worker["kb_run"]["run_id"], worker["kb_run"]["nonce"], worker["kb_run"]["machine"]
     elif settings.resume:
-        run_id = Path(settings.resume).stem
-        nonce = settings.seed or secrets.token_hex(16)
-        machine = hardware.machine_info()
+        run_id, nonce = Path(settings.resume).stem, settings.seed or secrets.token_hex(16)
+        _check_resume(settings, config)
     else:
-        run_id = new_run_id(run_label(settings))
-        nonce = settings.seed or secrets.token_hex(16)
-        machine = hardware.machine_info()
-    if not worker and machine.get("gpu_count") and settings.calibrate != "off":
-        from . import calibrate
-        measured = calibrate.calibrated(machine, force=settings.calibrate == "force")
-        machine["calibration"] = measured
-        machine["ceilings"] = calibrate.ceilings(machine, measured)
-    session = KBSession(settings, config.rootpath, run_id, nonce, machine)
-    _CONFIG["config"] = config
-    config.stash[SESSION] = session
-    config.stash[ITEMS] = []
+        run_id, nonce = new_run_id(run_label(settings)), settings.seed or secrets.token_hex(16)
+    run = BenchRun(config, settings, run_id, nonce, machine)
+    config.pluginmanager.register(run, RUN_PLUGIN)
+    if not worker:
+        config.pluginmanager.register(ReportWriter(run), "kernelbench-report")
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(_XdistHooks(), "kernelbench-xdist")
+        config.pluginmanager.register(_XdistHooks(run), "kernelbench-xdist")
 
 
-SESSION = pytest.StashKey()
-ITEMS = pytest.StashKey()
-DOC = pytest.StashKey()
-LOGGED = pytest.StashKey()
-_CONFIG = {}  # pytest_runtest_logreport gets no config argument
+def _check_resume(settings: Settings, config):
+    """A resumed run must measure what the earlier run measured: one line naming the first setting
+    that differs."""
+    earlier = next((r.get("run_config") for r in report.read_jsonl(Path(settings.resume)) if r.get("run_config")), None)
+    if earlier is None:
+        raise pytest.UsageError(f"--kb-resume={settings.resume}: its lines carry no run configuration "
+                                "(written by an older version): start a new run")
+    now = identity(settings, Path(config.rootpath))
+    for key, value in now.items():
+        if earlier.get(key) != value:
+            opt = "--kb-" + key.replace("_", "-")
+            raise pytest.UsageError(f"--kb-resume={settings.resume}: the earlier run had {opt}={earlier.get(key)!r}, "
+                                    f"this one {opt}={value!r}; resume with the same settings or start a new run")
 
 
 class _XdistHooks:
+    """Controller side of xdist: the run's id and nonce go to every worker, so all of them seed
+    inputs alike and write into one report."""
+
+    def __init__(self, run: BenchRun):
+        self.run = run
+        self.header_done = False
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
-        s = node.config.stash[SESSION]
-        node.workerinput["kb_run"] = {"run_id": s.run_id, "nonce": s.nonce, "machine": s.machine}
+        node.workerinput["kb_run"] = {"run_id": self.run.run_id, "nonce": self.run.nonce, "machine": None}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        if self.header_done or not any(is_kb_nodeid(i) for i in ids):
+            return
+        self.header_done = True
+        # workers collect; the controller checks the selection once, from the ids the first one sent
+        problems = []
+        for nodeid in ids:
+            if is_kb_nodeid(nodeid):
+                try:
+                    path = Path(node.config.rootpath) / nodeid.partition("::")[0]
+                    problems.append(load_problem(path, _problems_root(path)))
+                except ProblemError:
+                    pass
+        try:
+            self.run.validate(problems)
+        except pytest.UsageError as e:
+            pytest.exit(f"ERROR: {e}", returncode=pytest.ExitCode.USAGE_ERROR)
+        _write_header(node.config, self.run)
 
 
-def is_controller(config) -> bool:
-    return not hasattr(config, "workerinput")
+def pytest_collection_finish(session):
+    run = session.config.pluginmanager.get_plugin(RUN_PLUGIN)
+    if run is not None and run.kb_items and not hasattr(session.config, "workerinput"):
+        _write_header(session.config, run)
 
 
-def pytest_report_header(config):
-    s = config.stash.get(SESSION, None)
-    if s is None:
-        return None
-    return [f"kernelbench: {hardware.describe(s.machine)}",
-            f"kernelbench: run {s.run_id}, candidate {run_label(s.settings)}, report {s.json_path}"]
+def _write_header(config, run: BenchRun):
+    """Printed once kernelbench items are known to run (never for an unrelated pytest run)."""
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None:
+        return
+    tr.write_line(f"kernelbench: {hardware.describe(run.machine)}")
+    tr.write_line(f"kernelbench: run {run.run_id}, candidate {run_label(run.settings)}, report {run.json_path}")
 
 
 class ProblemFile(pytest.File):
     def collect(self):
         root = _problems_root(self.path)
+        # no originalname: pytest >= 9.2 builds the node id from originalname plus a callspec, and
+        # this item has no callspec (one item per folder), which would drop "[<category>/<name>]"
+        name = f"test_problem[{self.path.parent.relative_to(root).as_posix()}]"
         try:
             problem = load_problem(self.path, root)
         except ProblemError as e:
-            raise self.CollectError(str(e)) from None
-        item = pytest.Function.from_parent(self, name=f"test_problem[{problem.id}]", callobj=test_problem,
-                                           originalname="test_problem")
-        item.kb_problem = problem
+            # this problem fails alone, as an item with the reason; the others run
+            yield BrokenProblem.from_parent(self, name=name, error=str(e))
+            return
+        item = pytest.Function.from_parent(self, name=name, callobj=test_problem)
+        item.stash[KB_PROBLEM] = problem
         for marker in problem.markers:
             item.add_marker(marker)
         yield item
 
+
+class BrokenProblem(pytest.Item):
+    """A problem folder that does not load: the item fails with the loader's one-line reason and
+    its record (outcome error, failure invalid_problem) counts in the run like any other item."""
+
+    def __init__(self, *, error: str, **kwargs):
+        super().__init__(**kwargs)
+        self.error = error
+
+    def runtest(self):
+        self.stash[RECORDS] = [{"nodeid": self.nodeid, "problem": self.name[len("test_problem["):-1],
+                                "category": self.path.parent.parent.name, "candidate": None, "sample": None,
+                                "outcome": "error", "failure": "invalid_problem", "message": self.error}]
+        raise ProblemError(self.path, self.error)
+
     def repr_failure(self, excinfo):
-        if isinstance(excinfo.value, self.CollectError):
-            return str(excinfo.value.args[0])
-        return super().repr_failure(excinfo)
+        return self.error
+
+    def reportinfo(self):
+        return self.path, None, self.name
 
 
 def _problems_root(yaml_path: Path) -> Path:
@@ -228,77 +289,3 @@ def pytest_collect_file(file_path, parent):
     if file_path.name == "problem.yaml":
         return ProblemFile.from_parent(parent, path=file_path)
     return None
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """--kb-resume: items that already finished in the earlier run are deselected."""
-    s = config.stash.get(SESSION, None)
-    if s is None or not s.settings.resume:
-        return
-    done = {r.get("nodeid") for r in report.read_jsonl(Path(s.settings.resume))
-            if r.get("outcome") in ("passed", "failed")}   # skipped/API-error items are retried
-    keep = [i for i in items if i.nodeid not in done]
-    dropped = [i for i in items if i.nodeid in done]
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
-
-
-def pytest_runtest_logreport(report):
-    """Controller side (also under xdist): one JSONL line per finished item, written at once."""
-    if report.when == "teardown":
-        return
-    records = [v for k, v in report.user_properties if k == "kb_result"]
-    if not records:
-        return
-    config = _CONFIG.get("config")
-    if config is None or not is_controller(config):
-        return
-    s = config.stash[SESSION]
-    items = config.stash[ITEMS]
-    log = report_log(s)
-    # an item's user_properties reach both its setup and call reports: log each record once
-    seen = config.stash.setdefault(LOGGED, set())
-    for rec in records:
-        key = (rec.get("nodeid"), rec.get("sample"), rec.get("round"))
-        if key in seen:
-            continue
-        seen.add(key)
-        items.append(rec)
-        log.append(rec)
-
-
-def report_log(s: KBSession) -> report.JsonlLog:
-    return report.JsonlLog(s.jsonl_path)
-
-
-def pytest_sessionfinish(session, exitstatus):
-    config = session.config
-    if not is_controller(config) or SESSION not in config.stash:
-        return
-    s = config.stash[SESSION]
-    items = config.stash[ITEMS]
-    if not items:
-        return
-    doc = report.write_json(s.json_path, s.machine, _config_record(config, s), report.read_jsonl(s.jsonl_path) or items)
-    config.stash[DOC] = doc
-
-
-def _config_record(config, s: KBSession) -> dict:
-    from dataclasses import asdict
-    return {"run_id": s.run_id, "nonce": s.nonce, "settings": asdict(s.settings), "args": list(config.invocation_params.args)}
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    doc = config.stash.get(DOC, None)
-    if not is_controller(config) or doc is None:
-        return
-    tr = terminalreporter
-    tr.write_sep("=", "kernelbench")
-    for line in report.table(doc["items"]):
-        tr.write_line(line)
-    tr.write_line("")
-    for line in report.summary_lines(doc):
-        tr.write_line(line)
-    s = config.stash[SESSION]
-    tr.write_line(f"report: {s.json_path}  (per-item log: {s.jsonl_path})")

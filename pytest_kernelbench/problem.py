@@ -58,6 +58,7 @@ class Problem:
     tolerance: dict
     timeout_s: float | None
     cpu_note: str | None
+    no_cpu_candidate: str | None   # why no candidate but the reference can run on CPU (gloo), if so
     solutions: dict = field(default_factory=dict)   # name -> {"path": Path, "devices": tuple}
 
     @property
@@ -167,8 +168,17 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
         if timeout_s <= 0:
             raise ProblemError(p, f"field 'timeout_s' must be > 0, got {timeout_s!r}")
     cpu_note = data.get("cpu_note")
+    no_cpu = data.get("no_cpu_candidate")
+    if no_cpu is not None and (not isinstance(no_cpu, str) or not no_cpu.strip()):
+        raise ProblemError(p, f"field 'no_cpu_candidate' must be a sentence saying why, got {no_cpu!r}")
+    if "cpu" in devices and {"collectives", "p2p"} <= set(forbid) and not no_cpu:
+        # gloo's only transports are collectives and p2p: forbidding both leaves a CPU candidate
+        # nothing legal to call, and the item must say so rather than fail every candidate
+        raise ProblemError(p, "forbids collectives and p2p, so no candidate can communicate on CPU (gloo): "
+                              "add 'no_cpu_candidate: <why>' (non-reference candidates then skip on CPU)")
     known = {"title", "description", "category", "parallelism", "difficulty", "libraries", "world_sizes",
-             "devices", "dtype", "sizes", "forbid", "inplace", "tolerance", "timeout_s", "cpu_note", "solutions"}
+             "devices", "dtype", "sizes", "forbid", "inplace", "tolerance", "timeout_s", "cpu_note",
+             "no_cpu_candidate", "solutions"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ProblemError(p, f"unknown field '{unknown[0]}' (known: {', '.join(sorted(known))})")
@@ -193,7 +203,7 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
                    parallelism=parallelism, difficulty=difficulty, libraries=libraries,
                    world_sizes=tuple(sorted(world_sizes)), devices=devices, dtype=dtype, sizes=dict(sizes),
                    forbid=forbid, inplace=inplace, tolerance=tolerance, timeout_s=timeout_s,
-                   cpu_note=cpu_note, solutions=solutions)
+                   cpu_note=cpu_note, no_cpu_candidate=no_cpu.strip() if no_cpu else None, solutions=solutions)
 
 
 def _solutions(folder: Path, declared: dict, devices: tuple, p: Path) -> dict:

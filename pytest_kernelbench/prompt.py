@@ -43,16 +43,22 @@ def signature(problem) -> str:
     return "def solution(*inputs): ..."
 
 
-def forbid_text(problem, enforced: bool) -> str:
+def forbid_text(problem) -> str:
+    """Enforced alike on every device: a forbidden call fails the item on CPU (gloo) too."""
     if not problem.forbid:
         return fill("forbid_none.md")
     families = "; ".join(fill(f"forbid_{f}.md") for f in problem.forbid)
-    if enforced:
-        enforcement = "Any such call fails the item (forbidden_call)."
-    else:
-        enforcement = ("On this CPU run a forbidden call is reported as a warning (on GPU runs it fails "
-                       "the item), since gloo offers no other way to communicate.")
-    return fill("forbid_rules.md", families=families, enforcement=enforcement)
+    return fill("forbid_rules.md", families=families)
+
+
+def cpu_transports(problem) -> str:
+    """What a CPU (gloo) candidate of this problem may communicate with."""
+    allowed = [name for family, name in (("p2p", "point-to-point calls (send, recv, isend, irecv, batch_isend_irecv)"),
+                                          ("collectives", "torch.distributed collectives"))
+               if family not in problem.forbid]
+    if not allowed:
+        return "none: every gloo transport is forbidden for this problem"
+    return " and ".join(allowed) + " over gloo"
 
 
 def inplace_text(problem) -> str:
@@ -67,7 +73,7 @@ def _gb(x) -> str:
     return f"{x / 1e9:.0f} GB/s" if x else "unknown"
 
 
-def hardware_text(machine: dict, placement) -> str:
+def hardware_text(machine: dict, placement, problem) -> str:
     m = machine or {}
     if placement.device == "cuda" and m.get("gpu_count"):
         c = m.get("ceilings") or {}
@@ -87,13 +93,12 @@ def hardware_text(machine: dict, placement) -> str:
                     python=m.get("python"))
     return fill("hardware_cpu.md", cpu=m.get("cpu") or "unknown CPU", cpu_count=m.get("cpu_count"),
                 world_size=placement.world_size, torch=m.get("torch"), python=m.get("python"),
-                platform=m.get("platform"))
+                platform=m.get("platform"), transports=cpu_transports(problem))
 
 
 # ---- the prompt --------------------------------------------------------------------------------------
-def task_text(problem, placement, machine: dict, probed: dict | None, enforce_forbid: bool = False) -> str:
+def task_text(problem, placement, machine: dict, probed: dict | None) -> str:
     tol = problem.tolerance
-    enforced = placement.device == "cuda" or enforce_forbid
     return fill(
         "task.md", title=problem.title, problem_id=problem.id, description=problem.description.strip(),
         reference=problem.reference_path.read_text().strip(), signature=signature(problem),
@@ -102,13 +107,13 @@ def task_text(problem, placement, machine: dict, probed: dict | None, enforce_fo
         world_size=placement.world_size, world_sizes=", ".join(map(str, problem.world_sizes)),
         dtype=problem.dtype, inputs=shapes.describe(probed, problem, placement.world_size, placement.sizes),
         atol=tol.get("atol"), rtol=tol.get("rtol"), inplace_text=inplace_text(problem),
-        forbid_text=forbid_text(problem, enforced), hardware=hardware_text(machine, placement))
+        forbid_text=forbid_text(problem), hardware=hardware_text(machine, placement, problem))
 
 
-def messages(problem, placement, machine: dict, probed: dict | None, enforce_forbid: bool = False) -> list[dict]:
+def messages(problem, placement, machine: dict, probed: dict | None) -> list[dict]:
     """The first round's chat: a system message and the task."""
     return [{"role": "system", "content": fill("system.md")},
-            {"role": "user", "content": task_text(problem, placement, machine, probed, enforce_forbid)}]
+            {"role": "user", "content": task_text(problem, placement, machine, probed)}]
 
 
 def refine_messages(first: list[dict], history: list[tuple[str, str]], harness_text: str = "",

@@ -75,39 +75,67 @@ def _fmt(x, pattern="{:.2f}", none="-"):
     return none if x is None else pattern.format(x)
 
 
+def _speed_cell(i: dict) -> str:
+    if i.get("score") is not None:
+        band = i.get("band")
+        return f"{i['score']:.2f}x" + (f" [{band[0]:.2f}-{band[1]:.2f}]" if band else "")
+    if i.get("speed") and i.get("outcome") == "passed":
+        return i["speed"]                       # "cpu: not a speed"
+    return "-"
+
+
+def _note(i: dict, width: int = 90) -> str:
+    """Why an item did not pass (first line of its message), or why it was skipped."""
+    if i.get("outcome") == "passed":
+        return "suspect: faster than the roofline allows" if i.get("suspect") else ""
+    text = (i.get("message") or "").strip().splitlines()
+    text = text[0] if text else ""
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def table(items: list[dict]) -> list[str]:
-    rows = [("problem", "W", "dev", "candidate", "outcome", "speedup", "verdict", "roof%", "wall s")]
+    rows = [("problem", "W", "dev", "candidate", "outcome", "speedup [noise band]", "verdict", "roof%", "wall s", "note")]
     for i in sorted(latest_by_item(items), key=lambda i: (i.get("problem") or "", i.get("sample") or 0)):
-        outcome = i["outcome"] if i["outcome"] != "failed" else f"failed:{i.get('failure')}"
+        outcome = i["outcome"] if i["outcome"] not in ("failed", "error") else f"{i['outcome']}:{i.get('failure')}"
         roof = (i.get("roofline") or {}).get("candidate")
         name = i.get("problem") or i.get("nodeid")
         if i.get("sample") is not None:
             name += f" #{i['sample']}"
         rows.append((name, str(i.get("world_size") or "-"), i.get("device") or "-",
                      (i.get("candidate") or {}).get("label", "-"), outcome + (" (suspect)" if i.get("suspect") else ""),
-                     _fmt(i.get("score"), "{:.2f}x"), i.get("verdict") or "-",
-                     _fmt(roof * 100 if roof is not None else None, "{:.0f}%"), _fmt(i.get("wall_s"), "{:.1f}")))
+                     _speed_cell(i), i.get("verdict") or "-",
+                     _fmt(roof * 100 if roof is not None else None, "{:.0f}%"), _fmt(i.get("wall_s"), "{:.1f}"),
+                     _note(i)))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
 
 
 def summary_lines(doc: dict) -> list[str]:
     a = doc["aggregates"]
-    lines = [f"pass rate {_fmt(a['pass_rate'], '{:.1%}')} ({a['passed']}/{a['total']}, {a['skipped']} skipped)   "
-             f"GM-speedup {_fmt(a['gm_speedup'], '{:.3f}x')}   Pass x GM {_fmt(a['pass_x_gm'], '{:.3f}')}   "
-             f"PASS+Good {_fmt(a['pass_good'], '{:.1%}')}   fast_1 {_fmt(a['fast_p'].get('1.0'), '{:.1%}')}"]
-    if a.get("errors"):
-        lines.append(f"API errors (not counted as failures): {a['errors']}")
+    counted = f"{a['passed']}/{a['total']}"
+    extra = [f"{a['failed']} failed"] + ([f"{a['errors']} errors"] if a.get("errors") else [])
+    extra.append(f"{a['skipped']} skipped, not counted")
+    lines = [f"pass rate {_fmt(a['pass_rate'], '{:.1%}')} ({counted}; {', '.join(extra)})"]
+    if not a["total"]:
+        lines = [f"no item ran: {a['skipped']} skipped (reasons below)"]
+    elif a.get("gm_speedup") is not None:
+        lines.append(f"GM-speedup {a['gm_speedup']:.3f}x   Pass x GM {_fmt(a['pass_x_gm'], '{:.3f}')}   "
+                     f"PASS+Good {_fmt(a['pass_good'], '{:.1%}')}   fast_1 {_fmt(a['fast_p'].get('1.0'), '{:.1%}')}")
+    elif any(i.get("device") == "cpu" for i in doc["items"]):
+        lines.append("speed: none (cpu: not a speed; gloo timings exercise the timing protocol only, so no "
+                     "speedup, verdict, GM-speedup, Pass x GM, PASS+Good or fast_p)")
+    else:
+        lines.append("speed: not measured (--kb-timing=off)")
     from .usage import summary_line
     cost = summary_line(a.get("cost"))
     if cost:
         lines.append(cost)
-    if any(i.get("device") == "cpu" for i in doc["items"]):
-        lines.append("note: CPU (gloo) timings exercise the timing protocol only; they are not GPU speed")
     if a.get("roofline_gm") is not None:
         lines.append(f"roofline (GM over passed items) {a['roofline_gm']:.1%}; suspect items: {a['suspect']}")
     if a.get("failures"):
         lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(a["failures"].items())))
+    if a.get("skip_reasons"):
+        lines.append("skipped: " + "; ".join(f"{v} x {k}" for k, v in sorted(a["skip_reasons"].items())))
     if a.get("samples"):
         lines.append("samples: " + ", ".join(f"{k} {v:.3f}" for k, v in a["samples"].items()))
     for key, groups in doc["breakdowns"].items():

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import hardware, launch, metrics, roofline
+from . import hardware, launch, metrics, roofline, safety
 from .gpus import GpuPool
 from .problem import size_names
 
@@ -47,12 +47,12 @@ class Settings:
     timing: bool = True
     timing_rounds: int | None = None
     seed: str | None = None
-    enforce_forbid: bool = False
     exclusive: bool = False
     keep_jobs: bool = False
     report: str | None = None
     resume: str | None = None
     calibrate: str = "auto"
+    allow_multicast: bool = False   # never on the lent machines (safety.py)
     # model generation (issue 4): candidates written by a model through litellm
     model: str | None = None
     samples: int = 1
@@ -74,18 +74,18 @@ def new_run_id(label: str) -> str:
 
 
 class KBSession:
-    def __init__(self, settings: Settings, rootdir: Path, run_id: str, nonce: str, machine: dict | None = None):
+    def __init__(self, settings: Settings, rootdir: Path, run_id: str, nonce: str, machine: dict | None = None,
+                 json_path: Path | None = None):
         self.settings = settings
         self.rootdir = Path(rootdir)
         self.run_id = run_id
         self.nonce = nonce
         self.machine = machine if machine is not None else hardware.machine_info()
         self.gpu_count = hardware.cuda_device_count()
-        report = Path(settings.report) if settings.report else self.rootdir / "reports" / f"{run_id}.json"
+        report = json_path or (Path(settings.report) if settings.report else self.rootdir / "reports" / f"{run_id}.json")
         self.json_path = report if report.is_absolute() else self.rootdir / report
         self.jsonl_path = self.json_path.with_suffix(".jsonl")
-        self.run_dir = self.json_path.with_suffix("")       # prompts, candidates, job folders
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir = self.json_path.with_suffix("")       # prompts, candidates, job folders (made when needed)
         cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pytest-kernelbench"
         # machine-wide, so separate pytest sessions on one machine never share a GPU either
         visible = re.sub(r"[^A-Za-z0-9,-]", "", os.environ.get("CUDA_VISIBLE_DEVICES", "all")) or "all"
@@ -127,6 +127,13 @@ class KBSession:
             raise Skip(f"none of the sizes {s.sizes} exists (sizes: {', '.join(problem.sizes)})")
         return Placement(device, world, sizes)
 
+    @staticmethod
+    def cpu_candidate_skip(problem, placement: Placement, is_reference: bool) -> str | None:
+        """Why a non-reference candidate cannot run this item on CPU, if it cannot."""
+        if placement.device == "cpu" and problem.no_cpu_candidate and not is_reference:
+            return f"no legal candidate on CPU: {problem.no_cpu_candidate}"
+        return None
+
     # ---- one item ---------------------------------------------------------------------------
     def job(self, problem, candidate, placement, job_dir: Path) -> dict:
         s = self.settings
@@ -144,9 +151,10 @@ class KBSession:
             "problem_dir": str(problem.path),
             "device": placement.device, "dtype": problem.dtype,
             "sizes": {n: problem.sizes[n] for n in placement.sizes}, "size_order": placement.sizes,
-            "trials": s.trials, "forbid": forbid, "enforce_forbid": placement.device == "cuda" or s.enforce_forbid,
+            "trials": s.trials, "forbid": forbid, "enforce_forbid": True,   # on CPU (gloo) as on CUDA
             "inplace": problem.inplace, "tolerance": problem.tolerance, "timing": timing,
             "pg_timeout_s": s.pg_timeout, "compile_timeout_s": s.compile_timeout,
+            "allow_multicast": bool(s.allow_multicast),
         }
 
     def run_item(self, problem, candidate, placement: Placement, nodeid: str, sample=None) -> dict:
@@ -156,6 +164,11 @@ class KBSession:
             category, message = candidate.failure
             record.update(outcome="failed", failure=category, message=message)
             return record
+        if not self.settings.allow_multicast and not candidate.is_reference:
+            found = safety.scan(candidate.source)   # refused before launch: it never runs here
+            if found:
+                record.update(outcome="failed", failure="unsafe", message=found)
+                return record
         slug = re.sub(r"[^A-Za-z0-9]+", "-", problem.id) + (f"-s{sample}" if sample is not None else "")
         job_dir = self.run_dir / "jobs" / f"{slug}-{secrets.token_hex(3)}"
         job_dir.mkdir(parents=True)
@@ -186,9 +199,26 @@ class KBSession:
                       rank_phases=outcome.rank_phases if outcome.category == "timeout" else None)
         ceilings = self.machine.get("ceilings") if placement.device == "cuda" else {}
         record.update(roofline.annotate(sizes, ceilings or {}))
+        if placement.device != "cuda":
+            # gloo on a CPU: the times exercise the protocol; a ratio of them is not a speed
+            for s in sizes:
+                if s.get("speedup") is not None:
+                    s["cpu_time_ratio"], s["speedup"] = s["speedup"], None
+            record["speed"] = "cpu: not a speed"
+        else:
+            for s in sizes:
+                # the paired estimator: rounds of the two sides were interleaved, so the median of
+                # per-round ratios cancels drift that a ratio of separate medians keeps
+                paired = metrics.paired_speedup(s.get("timing") or {})
+                if paired is not None:
+                    s["speedup_of_medians"], s["speedup"] = s.get("speedup"), paired
+                band = metrics.size_band(s.get("timing") or {})
+                s["band"] = list(band) if band else None
+            band = metrics.item_band(sizes)
+            record["band"] = list(band) if band else None
         if outcome.status == "passed":
             record["score"] = metrics.item_score(sizes)
-            record["verdict"] = metrics.verdict(record["score"])
+            record["verdict"] = metrics.verdict(record["score"], record.get("band"))
         timed = sum(t * tm.get("iters", 0) for s in sizes for tm in (s.get("timing") or {}).values()
                     if isinstance(tm, dict) for t in tm.get("rounds_s", []))
         record["timed_s"] = timed

@@ -5,26 +5,37 @@ from __future__ import annotations
 
 import pytest
 
+from .candidates import Candidate
 from .candidates.files import CandidateError, NoCandidate, choose
 from .session import Skip, base_record
+
+RUN_PLUGIN = "kernelbench-run"          # the BenchRun object's name in the plugin manager
+KB_PROBLEM = pytest.StashKey()          # item -> its Problem
+RECORDS = pytest.StashKey()             # item -> the records it produced (one per sample/round)
+
+
+def emit(node, record: dict):
+    node.stash.setdefault(RECORDS, []).append(record)
 
 
 def _skip(request, problem, reason: str, candidate=None):
     rec = base_record(problem, candidate, request.node.nodeid)
     rec.update(outcome="skipped", message=reason)
-    request.node.user_properties.append(("kb_result", rec))
+    emit(request.node, rec)
     pytest.skip(reason)
 
 
 @pytest.fixture
 def kb_session(request):
-    from .plugin import SESSION
-    return request.config.stash[SESSION]
+    run = request.config.pluginmanager.get_plugin(RUN_PLUGIN)
+    if run is None:
+        pytest.skip("the kernelbench plugin is not active")
+    return run.session
 
 
 @pytest.fixture
 def kb_problem(request):
-    problem = getattr(request.node, "kb_problem", None)
+    problem = request.node.stash.get(KB_PROBLEM, None)
     if problem is None:
         pytest.skip("not a kernelbench problem item")
     return problem
@@ -42,6 +53,9 @@ def kb_placement(request, kb_session, kb_problem):
 def kb_candidate(request, kb_session, kb_problem, kb_placement):
     s = kb_session.settings
     if s.print_prompt or s.model:
+        reason = kb_session.cpu_candidate_skip(kb_problem, kb_placement, is_reference=False)
+        if reason:                                   # before any prompt is built or call is made
+            _skip(request, kb_problem, reason)
         from .candidates.llm import ModelSource, prefetch_shapes
         prefetch_shapes(kb_session, request.session.items)
         source = ModelSource(kb_session, kb_problem, kb_placement)
@@ -49,23 +63,34 @@ def kb_candidate(request, kb_session, kb_problem, kb_placement):
             _skip(request, kb_problem, f"prompt written: {source.write_prompt()}")
         return source
     try:
-        return choose(kb_problem, kb_placement.device, s.candidate, s.solutions)
+        candidate = choose(kb_problem, kb_placement.device, s.candidate, s.solutions)
     except NoCandidate as e:
         _skip(request, kb_problem, str(e))
     except CandidateError as e:
-        pytest.fail(str(e), pytrace=False)
+        # the user's directory has no file for this problem: a failure of that candidate set
+        # (no_code), counted like any other, never an error that drops out of the rates
+        label = f"dir:{s.solutions.rstrip('/').rsplit('/', 1)[-1]}" if s.solutions else s.candidate
+        return Candidate("dir" if s.solutions else "missing", label, None, failure=("no_code", str(e)))
+    reason = kb_session.cpu_candidate_skip(kb_problem, kb_placement, candidate.is_reference)
+    if reason:
+        _skip(request, kb_problem, reason, candidate)
+    return candidate
 
 
 def test_problem(request, kb_session, kb_problem, kb_placement, kb_candidate):
-    if getattr(kb_candidate, "kind", None) == "llm" and hasattr(kb_candidate, "generate"):
+    if not isinstance(kb_candidate, Candidate):          # a model writes the candidates
         return _run_model(request, kb_session, kb_problem, kb_placement, kb_candidate)
     record = kb_session.run_item(kb_problem, kb_candidate, kb_placement, request.node.nodeid)
-    request.node.user_properties.append(("kb_result", record))
+    emit(request.node, record)
     if record["outcome"] != "passed":
-        text = f"{record['failure']}: {record['message']}"
-        if record.get("log_tail") and record["failure"] in ("crash", "runtime_error", "timeout"):
-            text += f"\n{record['log_tail'][-2000:]}"
-        pytest.fail(text, pytrace=False)
+        pytest.fail(failure_text(record), pytrace=False)
+
+
+def failure_text(rec: dict) -> str:
+    text = f"{rec.get('failure')}: {rec.get('message')}"
+    if rec.get("log_tail") and rec.get("failure") in ("crash", "runtime_error", "timeout"):
+        text += f"\n{rec['log_tail'][-2000:]}"
+    return text
 
 
 # ---- candidates from a model: k samples, each refined up to R rounds ---------------------------
@@ -80,8 +105,8 @@ def _run_model(request, session, problem, placement, source):
     nodeid = request.node.nodeid
     finals = []
 
-    def emit(rec):
-        request.node.user_properties.append(("kb_result", rec))
+    def emit_(rec):
+        emit(request.node, rec)
     for k in range(s.samples):
         sample = k if s.samples > 1 else None
         rounds, calls, history, stopped = [], [], [], None
@@ -97,14 +122,14 @@ def _run_model(request, session, problem, placement, source):
                            failure="api_error", message=e.message, round=r,
                            llm={"model": s.model, "sample": k, "round": r, **e.info})
                 rounds.append(rec)
-                emit(rec)
+                emit_(rec)
                 stopped = e.message
                 break
             calls.append(call)
             rec = session.run_item(problem, cand, placement, nodeid, sample)
             rec.update(round=r, llm=call)
             rounds.append(rec)
-            emit(rec)
+            emit_(rec)
             if not prompt.needs_refinement(rec, placement.device):
                 break
             history.append(llm.Round(cand, answer, rec))
@@ -112,7 +137,7 @@ def _run_model(request, session, problem, placement, source):
             rec = base_record(problem, None, nodeid, sample)
             rec.update(device=placement.device, world_size=placement.world_size, outcome="skipped", message=stopped)
             finals.append(rec)
-            emit(rec)
+            emit_(rec)
             continue
         best = _best_round(rounds)
         for rec in rounds:
@@ -149,11 +174,9 @@ def _verdict(finals: list[dict]):
     if not bad:
         return
     def text(rec):
-        t = f"{rec.get('failure')}: {rec.get('message')}"
+        t = failure_text(rec)
         if len(rec.get("rounds") or []) > 1:
             t = f"(best of {len(rec['rounds'])} rounds: round {rec['round']}) {t}"
-        if rec.get("log_tail") and rec.get("failure") in ("crash", "runtime_error", "timeout"):
-            t += f"\n{rec['log_tail'][-2000:]}"
         return t
     if len(finals) == 1:
         pytest.fail(text(bad[0]), pytrace=False)

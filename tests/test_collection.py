@@ -60,7 +60,7 @@ def test_unknown_marker_is_still_rejected_under_strict_markers(tmp_path):
 
 def test_broken_problem_yaml_errors_alone_and_the_others_run(tmp_path):
     good = "import torch.distributed as dist\ndef solution(x):\n    out = x.clone()\n    dist.all_reduce(out)\n    return out\n"
-    problems, solutions = make_tree(tmp_path, {"good": good, "broken": good})
+    problems, solutions = make_tree(tmp_path, {"good": good, "broken": good}, yaml_patch={"forbid": []})
     y = problems / "collective" / "broken" / "problem.yaml"
     data = yaml.safe_load(y.read_text())
     data["difficulty"] = "trivial"
@@ -79,5 +79,6 @@ def test_problem_in_the_wrong_category_folder_is_rejected(tmp_path):
     moved = problems / "p2p"
     moved.mkdir()
     (problems / "collective" / "y").rename(moved / "y")
-    proc = collect(str(problems), cwd=tmp_path)
-    assert "category' is 'collective' but the problem lives under p2p/" in proc.stdout + proc.stderr
+    proc, doc = run(tmp_path, str(problems), "--kb-nproc=2")
+    assert "category' is 'collective' but the problem lives under p2p/" in proc.stdout, proc.stdout + proc.stderr
+    assert by_problem(doc)["p2p/y"]["failure"] == "invalid_problem"

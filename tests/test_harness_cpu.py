@@ -23,8 +23,16 @@ def solution(x):
 """,
     "hangs": """
 import time
+import torch.distributed as dist
+_calls = 0
 def solution(x):
-    while True:          # every rank waits forever on a flag nobody sets
+    global _calls
+    _calls += 1
+    if _calls == 1:      # the first call is setup, which may compile as long as the compile budget
+        out = x.clone()
+        dist.all_reduce(out)
+        return out
+    while True:          # then every rank waits forever on a flag nobody sets
         time.sleep(0.01)
 """,
     "raises_on_rank1": """
@@ -78,7 +86,8 @@ def solution(x):
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory):
     root = tmp_path_factory.mktemp("harness")
-    problems, solutions = make_tree(root, CANDIDATES)
+    # these candidates call dist.all_reduce for brevity: the copies allow it (forbid is tested elsewhere)
+    problems, solutions = make_tree(root, CANDIDATES, yaml_patch={"forbid": []})
     t0 = time.monotonic()
     proc, doc = run(root, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2",
                     f"--kb-timeout={TIMEOUT_S}", "-n", "2")
@@ -97,7 +106,9 @@ def test_good_candidate_passes_with_timings(judged):
     assert size["name"] == "tiny" and len(size["trials"]) == 2 and all(t["ok"] for t in size["trials"])
     timing = size["timing"]
     assert len(timing["reference"]["rounds_s"]) >= 5 and timing["candidate"]["median_s"] > 0
-    assert it["score"] > 0 and it["verdict"]
+    # gloo times are not speed: no score, no verdict, the ratio kept apart
+    assert it["score"] is None and it["verdict"] is None and it["speed"] == "cpu: not a speed"
+    assert size["speedup"] is None and size["cpu_time_ratio"] > 0
 
 
 def test_hang_times_out_naming_rank_and_phase_and_leaves_no_process(judged):
@@ -105,7 +116,7 @@ def test_hang_times_out_naming_rank_and_phase_and_leaves_no_process(judged):
     assert it["outcome"] == "failed" and it["failure"] == "timeout", it
     assert it["wall_s"] <= TIMEOUT_S + 15
     for rank in (0, 1):
-        assert f"rank {rank}: size tiny, trial 0, candidate call" in it["message"]
+        assert f"rank {rank}: size tiny, trial 1, candidate call" in it["message"]
     assert not leftover_processes(str(judged["root"]))
 
 

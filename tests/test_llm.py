@@ -311,9 +311,17 @@ def test_print_prompt_writes_prompts_without_any_request(tmp_path):
         assert stub.requests == []
     folders = problem_dirs()
     assert len(doc["items"]) == len(folders)
-    assert all(i["outcome"] == "skipped" and i["message"].startswith("prompt written") for i in doc["items"])
+    # problems that leave a CPU candidate no legal transport skip before any prompt is built
+    no_cpu = {f.relative_to(PROBLEMS).as_posix() for f in folders
+              if "no_cpu_candidate" in (f / "problem.yaml").read_text()}
+    assert no_cpu
+    for i in doc["items"]:
+        expected = "no legal candidate on CPU" if i["problem"] in no_cpu else "prompt written"
+        assert i["outcome"] == "skipped" and i["message"].startswith(expected), i
     for folder in folders:
         pid = folder.relative_to(PROBLEMS).as_posix()
+        if pid in no_cpu:
+            continue
         text = (tmp_path / "report" / "prompts" / f"{pid.replace('/', '-')}.md").read_text()
         assert f"`{pid}`" in text and (folder / "reference.py").read_text().strip() in text
         leaked = [line for line in hidden_lines(folder) if line in text]
@@ -370,7 +378,13 @@ def test_gpu_prompt_states_the_hardware_as_it_is():
         assert part in text, part
     assert "\x1b" not in text
     cpu = prompt.task_text(p, Placement("cpu", 2, ["tiny"]), CPU_MACHINE, None)
-    assert "CPU-only machine" in cpu and "gloo" in cpu and "reported as a warning" in cpu
+    # forbid holds on CPU too, and the CPU prompt names what this problem leaves to communicate with
+    assert "CPU-only machine" in cpu and "gloo" in cpu and "reported as a warning" not in cpu
+    assert "Any such call fails the item (forbidden_call), on every device" in cpu
+    assert "The ways to communicate on this run: point-to-point calls (send, recv" in cpu
+    ring = load_problem(PROBLEMS / "p2p/ring_send_recv/problem.yaml", PROBLEMS)
+    none = prompt.task_text(ring, Placement("cpu", 2, ["tiny"]), CPU_MACHINE, None)
+    assert "none: every gloo transport is forbidden for this problem" in none
 
 
 def test_extraction_rule():

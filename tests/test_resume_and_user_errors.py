@@ -17,7 +17,7 @@ SLOW = "import time\nimport torch.distributed as dist\ndef solution(x):\n    tim
 
 def test_kill_9_keeps_finished_items_and_resume_completes_the_run(tmp_path):
     names = {"a_fast": GOOD, "b_slow": SLOW, "c_slow": SLOW}
-    problems, solutions = make_tree(tmp_path, names)
+    problems, solutions = make_tree(tmp_path, names, yaml_patch={"forbid": []})
     report = tmp_path / "r.json"
     jsonl = tmp_path / "r.jsonl"
     cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q", str(problems),

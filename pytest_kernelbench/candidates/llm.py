@@ -93,6 +93,7 @@ def price_known(model: str) -> bool:
 class Ledger:
     def __init__(self, run_dir: Path, max_cost: float | None):
         self.path = Path(run_dir) / LEDGER
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.max_cost = max_cost
         self.lock = FileLock(str(self.path) + ".lock", timeout=600)
 
@@ -202,7 +203,7 @@ class ModelSource:
         self.cache = GenerationCache(root / "generations")
         self.ledger = Ledger(session.run_dir, s.max_cost)
         probed = shapes.probe(problem, placement.world_size, root / "shapes")
-        self.first = prompt.messages(problem, placement, session.machine, probed, s.enforce_forbid)
+        self.first = prompt.messages(problem, placement, session.machine, probed)
         self.first_digest = prompt.digest(self.first)
         self.harness_text = problem.harness_path.read_text()
         self.slug = slug(problem)

@@ -193,7 +193,8 @@ def distinct(outputs: list) -> str | None:
             if isinstance(v, torch.Tensor) and v.untyped_storage().nbytes() > 0:
                 ptr = v.untyped_storage().data_ptr()
                 if ptr in seen and seen[ptr] != call:
-                    return f"{p} of call {call} shares memory with the output of call {seen[ptr]} " \
+                    return f"{p} of call {call} is the storage of the output of call {seen[ptr]}: the outputs " \
+                           f"of different calls share storage, so the earlier result was overwritten " \
                            f"(return a fresh tensor each call, not a persistent buffer)"
                 seen[ptr] = call
     return None

@@ -22,6 +22,11 @@ import sys
 import time
 import traceback
 
+# in a heartbeat phase: the rank is in (or waits for its peers to finish) the first call of a
+# size, which may compile (load_inline, Triton) and rendezvous; the launcher counts that time
+# against the compile budget, not the run's deadline
+SETUP_MARK = "(first call: setup/compile)"
+
 
 def done_mark(key: str | None, token: str, rank: int, result_bytes: bytes = b"") -> str:
     """What done/rank<R> holds: an HMAC, under the job's secret key, of the token, the rank and

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from .files import JobFiles, load_module
+from .files import SETUP_MARK, JobFiles, load_module
 
 COMPILE_MARKERS = ("cpp_extension", "Error building extension", "CalledProcessError", "nvcc", "ninja", "triton.compiler")
 THREAD_WAIT_S = 2.0
@@ -95,6 +95,12 @@ class Rank:
         self.clocks = clocks.ClockSet(self.device_kind)
         self.forbid = guards.ForbidGuard(job.get("forbid", []))
         self.forbid.install()
+        self.multicast = None   # NVLink multicast stays off from here to the end (worker/safety.py);
+        # before the tamper snapshot, which then watches its module too
+        if not job.get("allow_multicast"):
+            from .safety import MulticastGuard
+            self.multicast = MulticastGuard()
+            self.multicast.install()
         self.tamper = tamper.TamperGuard()
         self.shield = shield.FileShield(job.get("protected", []), job_dir=self.files.dir)
         self.clocks.barrier()
@@ -117,6 +123,7 @@ class Rank:
             import traceback
             tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
             compile_like = isinstance(e, SyntaxError) or any(m in tb for m in COMPILE_MARKERS)
+            self.check_unsafe("importing the candidate", e)
             violation = self.violations()
             if violation:
                 self.die("forbidden_call", f"importing the candidate: {violation} ({text})", "candidate", e)
@@ -127,6 +134,7 @@ class Rank:
         if not callable(self.candidate):
             self.die("compile_error", "the candidate module defines no callable solution()", "candidate")
         self.phases["import_s"] = time.perf_counter() - t0
+        self.check_unsafe("importing the candidate")
         violation = self.violations()  # import-time tampering and refused accesses count too
         if violation:
             self.die("forbidden_call", f"importing the candidate: {violation}", "candidate")
@@ -135,7 +143,7 @@ class Rank:
         self.files.heartbeat("import candidate (waiting for peers)")
         self.store_barrier("imported", float(self.job.get("compile_timeout_s", 600)))
 
-    def store_barrier(self, name: str, timeout_s: float):
+    def store_barrier(self, name: str, timeout_s: float, what: str = "finish importing the candidate"):
         import torch.distributed as dist
         store = dist.distributed_c10d._get_default_store()
         key = f"kb/{self.job['token']}/{name}"
@@ -143,7 +151,7 @@ class Rank:
         deadline = time.monotonic() + timeout_s
         while store.add(key, 0) < self.world:
             if time.monotonic() > deadline:
-                self.die("timeout", f"peers did not finish importing the candidate within {timeout_s:.0f} s", "candidate")
+                self.die("timeout", f"peers did not {what} within {timeout_s:.0f} s", "candidate")
             time.sleep(0.02)
 
     # ---- calls -------------------------------------------------------------------------------
@@ -170,9 +178,35 @@ class Rank:
                 if getattr(self, "candidate", None) is not None else ""
             self.die("runtime_error", f"the reference failed ({phase}){hint}: {type(e).__name__}: {e}", "reference", e)
 
-    def call_candidate(self, args, phase, watch_dispatch: bool):
+    def first_call(self, args, phase):
+        """The first call of a size is setup: it may JIT-compile (load_inline, Triton) on one rank
+        while the others wait in a barrier, allocate, rendezvous. It runs under the compile budget
+        (its heartbeat carries SETUP_MARK, which the launcher discounts from the deadline) and, so
+        that a peer waiting in a collective is not aborted meanwhile, under a process-group timeout
+        longer than that budget (the launcher's budget then fires first and names the ranks). The
+        ranks meet on the store (no collective, no short timeout) before the harness's next
+        collective, then the short timeout is back: a hang after the first call surfaces fast."""
+        budget_s = float(self.job.get("compile_timeout_s", 600)) + 30
+        self.set_pg_timeout(budget_s)
+        out = self.call_candidate(args, phase, watch_dispatch=False, first=True)
+        self.files.heartbeat(f"{phase}, waiting for peers {SETUP_MARK}")
+        self.store_barrier(f"first/{phase}", budget_s, "finish their first call of the size")
+        self.set_pg_timeout(float(self.job.get("pg_timeout_s", 30)))
+        return out
+
+    def set_pg_timeout(self, seconds: float):
+        """Timeout of the default process group's next operations (gloo and nccl alike)."""
+        from torch.distributed import distributed_c10d as c10d
+        try:
+            c10d._set_pg_timeout(datetime.timedelta(seconds=seconds), None)
+        except Exception as e:  # noqa: BLE001 - a torch without it: the short timeout stays
+            note = f"rank {self.rank}: could not change the process-group timeout ({type(e).__name__}: {e})"
+            if note not in self.warnings:
+                self.warnings.append(note)
+
+    def call_candidate(self, args, phase, watch_dispatch: bool, first: bool = False):
         from . import compare
-        self.files.heartbeat(f"{phase}, candidate call")
+        self.files.heartbeat(f"{phase}, candidate call {SETUP_MARK}" if first else f"{phase}, candidate call")
         self.forbid.active = True
         self.shield.armed = True
         mode = self.forbid.dispatch_mode() if watch_dispatch and self.forbid.families else None
@@ -191,6 +225,7 @@ class Rank:
         except BaseException as e:  # noqa: BLE001
             self.forbid.active = False
             self.shield.armed = False
+            self.check_unsafe(phase, e)
             violation = self.violations()
             if violation:
                 self.die("forbidden_call", f"{phase}: {violation} ({type(e).__name__}: {e})", "candidate", e)
@@ -198,6 +233,7 @@ class Rank:
         finally:
             self.forbid.active = False
             self.shield.armed = False
+        self.check_unsafe(phase)
         if left:
             self.die("runtime_error", f"{phase}: solution() returned while Python threads it started were still "
                      f"running ({', '.join(left)}); all work must finish inside the call", "candidate")
@@ -208,8 +244,16 @@ class Rank:
                      "inside the call", "candidate")
         return out
 
+    def check_unsafe(self, phase: str, exc=None):
+        """NVLink multicast tried or enabled (worker/safety.py) ends the item as `unsafe`, ahead of
+        any other verdict (the refusal's PermissionError is no runtime_error)."""
+        found = self.multicast.check() if getattr(self, "multicast", None) is not None else None
+        if found:
+            self.die("unsafe", f"{phase}: {found}", "candidate", exc)
+
     def violations(self) -> str | None:
         """Forbidden calls, tampering and reads of the problem folder seen so far (then reset)."""
+        self.check_unsafe("while the candidate ran")
         found = []
         patched = self.tamper.check()
         if patched:
@@ -264,13 +308,22 @@ class Rank:
             inputs = self.make_inputs(size, f"trial{trial}")
             pristine = compare.clone(inputs)
             cand_in = compare.clone(inputs)
-            # the first call of each size may set up (allocate, rendezvous), so it is not watched.
+            # the first call of each size may set up (compile, allocate, rendezvous), so it is not
+            # watched and runs under the compile budget (first_call).
             # The candidate goes first: while its code runs, no reference output of these inputs
             # exists anywhere in the process (not in a harness frame, not in freed memory).
-            out = self.call_candidate(cand_in, phase, watch_dispatch=not first_call)
+            if first_call:
+                out = self.first_call(cand_in, phase)
+            else:
+                out = self.call_candidate(cand_in, phase, watch_dispatch=True)
             ref_in = compare.clone(pristine)
             expected = self.call_reference(ref_in, phase)
             category, msg, err = self.check(out, expected, cand_in, ref_in, pristine)
+            if category is None and not self.job.get("inplace"):
+                # earlier outputs are held: one storage returned again is a reused buffer, whose
+                # earlier "outputs" were overwritten (right at each check, stale for the caller)
+                msg = compare.distinct([o for _, o in held] + [out])
+                category = "mismatch" if msg else None
             violation = self.violations() if not first_call else self._first_call_violations()
             if violation:
                 category, msg = "forbidden_call", violation
@@ -385,6 +438,11 @@ class Rank:
             # the candidate first (no reference output exists while it runs); every rank makes
             # the same calls whatever it finds, so that collectives stay matched across ranks
             outs = [self.call_candidate(s, phase, watch_dispatch=True) for s in sets]
+            # before the values: with one buffer returned by every call, all but the last set's
+            # outputs were overwritten, which would read as "values differ"
+            shared = None if (found or self.job.get("inplace")) else compare.distinct(outs)
+            if shared:
+                found = {"category": "mismatch", "message": f"calls on the timing input sets: {shared}"}
             for k, (out, s, pr) in enumerate(zip(outs, sets, pristine)):
                 ref_in = compare.clone(pr)
                 exp = self.call_reference(ref_in, phase)
@@ -394,9 +452,6 @@ class Rank:
                         which = " (new values on some ranks only)" if pass_no == 2 else ""
                         found = {"category": category, "message": f"input set {k}{which}: {msg}"}
                 del exp, ref_in
-            msg = None if (found or self.job.get("inplace")) else compare.distinct(outs)
-            if msg:
-                found = {"category": "mismatch", "message": msg}
             del outs, pristine
         v = self.violations()
         if v:
@@ -436,6 +491,12 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     from ..procs import die_with_parent
     die_with_parent()   # a rank never outlives its torchrun
+    # stopped by torchrun or the launcher (SIGTERM): dump every thread's Python stack to fd 2 (the
+    # rank's log, once redirected) before dying of the signal, so the launcher can say where a
+    # rank that stopped progressing was (launch.stopped_at)
+    import faulthandler
+    import signal
+    faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
     rank = Rank(argv[0])
     try:
         rank.run()

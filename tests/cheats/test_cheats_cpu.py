@@ -424,7 +424,7 @@ def judged(tmp_path_factory):
     before = tree_digest(problems)
     t0 = time.monotonic()
     proc, doc = run(root, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2", "-n", "2",
-                    "--kb-enforce-forbid", "--kb-keep-jobs", "--kb-sizes=tiny,tiny2",
+                    "--kb-keep-jobs", "--kb-sizes=tiny,tiny2",
                     f"--kb-timeout={TIMEOUT_S}", "--kb-pg-timeout=10", timeout=900)
     assert doc is not None, proc.stdout[-5000:] + proc.stderr[-5000:]
     return {"proc": proc, "doc": doc, "items": by_problem(doc), "root": root, "problems": problems,

@@ -15,7 +15,7 @@ previous call (a peer can only be one barrier behind). Every call returns a fres
 allocated output tensor; x is never written.
 
 One-time setup per input size (first call with that size): symmetric allocation +
-rendezvous (collective). NVLink multicast is never used.
+rendezvous (collective). Only peer loads/stores over NVLink are used.
 """
 import os
 

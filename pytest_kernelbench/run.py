@@ -1,0 +1,233 @@
+"""The run as pytest sees it: one object per role, registered as plugins by plugin.py.
+
+- `BenchRun` (every process, xdist workers included): the run's settings, id and nonce; the
+  KBSession (machine facts, calibration, GPU pool), built the first time an item needs it, so a
+  pytest run that collects no kernelbench item never touches the machine or the disk; collection
+  checks (resume, option values no selected problem accepts); and one final record per item,
+  attached to the item's teardown report (synthesized when the item ended without one: a
+  fixture error, a pytest-timeout, a skip).
+- `ReportWriter` (the controller only: the single process, or the xdist controller): one JSONL
+  line per record as its report arrives, the JSON report at the end, the terminal summary.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from . import hardware, report
+from .session import KBSession, Settings
+from .testcase import KB_PROBLEM, RECORDS, RUN_PLUGIN  # noqa: F401 (RUN_PLUGIN re-exported)
+
+FIRST_BAD = pytest.StashKey[dict]()
+
+# settings that change what a record means: a resumed run must match the earlier run on each
+IDENTITY = ("candidate", "solutions", "model", "samples", "rounds", "temperature", "max_tokens", "device",
+            "nproc", "cpu_ranks", "sizes", "trials", "timing", "timing_rounds", "seed", "allow_multicast")
+
+
+def is_kb_nodeid(nodeid: str) -> bool:
+    path, _, rest = nodeid.partition("::")
+    return path.endswith("problem.yaml") and rest.startswith("test_problem[")
+
+
+def problem_id_of(nodeid: str) -> str:
+    return nodeid.partition("::test_problem[")[2].rstrip("]")
+
+
+def identity(settings: Settings, rootdir: Path) -> dict:
+    out = {k: getattr(settings, k) for k in IDENTITY}
+    if out["solutions"]:
+        out["solutions"] = str((rootdir / out["solutions"]).resolve())
+    return json.loads(json.dumps(out))
+
+
+class BenchRun:
+    def __init__(self, config, settings: Settings, run_id: str, nonce: str, machine: dict | None = None):
+        self.config = config
+        self.settings = settings
+        self.run_id = run_id
+        self.nonce = nonce
+        self.rootdir = Path(config.rootpath)
+        self.identity = identity(settings, self.rootdir)
+        self._machine = machine
+        self._session: KBSession | None = None
+        path = Path(settings.report) if settings.report else Path("reports") / f"{run_id}.json"
+        self.json_path = path if path.is_absolute() else self.rootdir / path
+        self.jsonl_path = self.json_path.with_suffix(".jsonl")
+        self.kb_items = 0
+
+    # ---- built on first use ---------------------------------------------------------------------
+    @property
+    def machine(self) -> dict:
+        if self._machine is None:
+            machine = hardware.machine_info()
+            is_worker = hasattr(self.config, "workerinput")
+            if machine.get("gpu_count") and self.settings.calibrate != "off":
+                from . import calibrate      # cached on disk under a file lock: measured once per machine
+                measured = calibrate.calibrated(machine, force=self.settings.calibrate == "force" and not is_worker)
+                machine["calibration"] = measured
+                machine["ceilings"] = calibrate.ceilings(machine, measured)
+            self._machine = machine
+        return self._machine
+
+    @property
+    def session(self) -> KBSession:
+        if self._session is None:
+            self._session = KBSession(self.settings, self.rootdir, self.run_id, self.nonce, self.machine,
+                                      json_path=self.json_path)
+        return self._session
+
+    # ---- collection ---------------------------------------------------------------------------------
+    @pytest.hookimpl(trylast=True)   # after -k / -m deselection: `items` is what will run
+    def pytest_collection_modifyitems(self, session, config, items):
+        kb = [i for i in items if is_kb_nodeid(i.nodeid)]
+        self.kb_items = len(kb)
+        if not kb:
+            return
+        if self.settings.resume:
+            done = {r.get("nodeid") for r in report.read_jsonl(Path(self.settings.resume))
+                    if r.get("outcome") in ("passed", "failed")}   # skipped, API-error items run again
+            dropped = [i for i in items if i.nodeid in done]
+            if dropped:
+                config.hook.pytest_deselected(items=dropped)
+                items[:] = [i for i in items if i.nodeid not in done]
+        if not hasattr(config, "workerinput"):          # under xdist the controller checks (plugin.py)
+            self.validate([i.stash[KB_PROBLEM] for i in kb if KB_PROBLEM in i.stash])
+
+    def validate(self, problems: list):
+        """Option values that no selected problem accepts are a usage error, not a run of skips."""
+        s = self.settings
+        if not problems:
+            return
+        if s.sizes:
+            known = {n for p in problems for n in p.sizes}
+            missing = [n for n in s.sizes if n not in known]
+            if missing:
+                raise pytest.UsageError(f"--kb-sizes: no selected problem has a size {missing[0]!r} "
+                                        f"(sizes: {', '.join(sorted(known))})")
+        if s.nproc is not None:
+            valid = sorted({w for p in problems for w in p.world_sizes})
+            if s.nproc not in valid:
+                raise pytest.UsageError(f"--kb-nproc={s.nproc}: no selected problem runs at that world size "
+                                        f"(valid: {', '.join(map(str, valid))})")
+        if s.device == "cuda":
+            found = hardware.cuda_device_count()
+            if not found:
+                raise pytest.UsageError("--kb-device=cuda: torch sees no CUDA GPU on this machine")
+
+    # ---- one final record per item, on its teardown report -----------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        rep = yield
+        if not is_kb_nodeid(item.nodeid):
+            return rep
+        if rep.when in ("setup", "call") and (rep.failed or rep.skipped) and FIRST_BAD not in item.stash:
+            item.stash[FIRST_BAD] = {"when": rep.when, "skipped": rep.skipped, "text": _short(rep),
+                                     # pytest-timeout's signal method fails the test with "Timeout >Ns"
+                                     "timeout": call.excinfo is not None and "Timeout" in str(call.excinfo.value)[:40]}
+        if rep.when == "teardown":
+            records = item.stash.get(RECORDS, [])
+            if not records:
+                problem = item.stash.get(KB_PROBLEM, None)
+                records = [synthesized(item.nodeid, item.stash.get(FIRST_BAD, None), problem)]
+            # plain JSON types only: xdist ships the report to the controller
+            rep.kb_records = json.loads(json.dumps(records, default=str))
+        return rep
+
+
+class ReportWriter:
+    """Controller side: the JSONL as records arrive, the JSON and the table at the end."""
+
+    def __init__(self, run: BenchRun):
+        self.run = run
+        self.records: list[dict] = []
+        self.logged: set[str] = set()
+        self.first_bad: dict[str, dict] = {}
+        self.doc = None
+
+    def pytest_runtest_logreport(self, report):
+        nodeid = report.nodeid
+        if not is_kb_nodeid(nodeid):
+            return
+        records = getattr(report, "kb_records", None)
+        if records is None and report.when in ("setup", "call"):
+            if (report.failed or report.skipped) and nodeid not in self.first_bad:
+                self.first_bad[nodeid] = {"when": report.when, "skipped": report.skipped, "text": _short(report)}
+            return
+        if records is None:
+            # no teardown report with records: the process running the item died (xdist crash)
+            records = [synthesized(nodeid, self.first_bad.get(nodeid) or
+                                   {"when": report.when, "skipped": False, "text": _short(report), "crash": True})]
+        if nodeid in self.logged:
+            return
+        self.logged.add(nodeid)
+        for rec in records:
+            rec.update(run_id=self.run.run_id, run_config=self.run.identity)
+            self.records.append(rec)
+            report_log(self.run).append(rec)
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        if not self.records:
+            return
+        items = report.read_jsonl(self.run.jsonl_path) or self.records
+        config = {"run_id": self.run.run_id, "nonce": self.run.nonce, "settings": asdict(self.run.settings),
+                  "identity": self.run.identity, "args": list(session.config.invocation_params.args)}
+        self.doc = report.write_json(self.run.json_path, self.run.machine, config, items)
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        tr = terminalreporter
+        if self.run.settings.print_prompt and self.records:
+            prompts = self.run.json_path.with_suffix("") / "prompts"
+            n = len(list(prompts.glob("*.md"))) if prompts.is_dir() else 0
+            tr.write_sep("=", "kernelbench")
+            tr.write_line(f"prompts: {n} written to {prompts} (no model was called)")
+            return
+        if self.doc is None:
+            return
+        tr.write_sep("=", "kernelbench")
+        for line in report.table(self.doc["items"]):
+            tr.write_line(line)
+        tr.write_line("")
+        for line in report.summary_lines(self.doc):
+            tr.write_line(line)
+        tr.write_line(f"report: {self.run.json_path}  (per-item log: {self.run.jsonl_path})")
+
+
+def report_log(run: BenchRun) -> report.JsonlLog:
+    return report.JsonlLog(run.jsonl_path)
+
+
+def _short(rep, lines: int = 12) -> str:
+    """The message of a failed or skipped report, without pytest's decoration."""
+    if rep.skipped and isinstance(rep.longrepr, tuple) and len(rep.longrepr) == 3:
+        return str(rep.longrepr[2]).removeprefix("Skipped: ")
+    text = getattr(rep, "longreprtext", "") or str(rep.longrepr or "")
+    kept = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return "\n".join(kept[-lines:])
+
+
+def synthesized(nodeid: str, bad: dict | None, problem=None) -> dict:
+    """The record of an item that ended without one: skipped with its reason, or an error (an
+    exception outside the candidate's job: a fixture, the harness, pytest-timeout, a dead worker)
+    that still counts in every rate."""
+    from .session import base_record
+    if problem is not None:
+        rec = base_record(problem, None, nodeid)
+    else:
+        rec = {"nodeid": nodeid, "problem": problem_id_of(nodeid), "category": problem_id_of(nodeid).split("/")[0],
+               "candidate": None, "sample": None}
+    bad = bad or {"when": "call", "skipped": False, "text": "the item ended without a result"}
+    if bad.get("skipped"):
+        rec.update(outcome="skipped", message=bad["text"])
+    elif bad.get("invalid"):
+        rec.update(outcome="error", failure="invalid_problem", message=bad["text"])
+    elif bad.get("timeout"):
+        rec.update(outcome="failed", failure="timeout", message=f"pytest-timeout fired: {bad['text']}")
+    elif bad.get("crash"):
+        rec.update(outcome="error", failure="harness_error", message=f"the process running the item died: {bad['text']}")
+    else:
+        rec.update(outcome="error", failure="harness_error", message=f"{bad['when']}: {bad['text']}")
+    return rec
