@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from filelock import FileLock
+from .protocol import child_pythonpath
 
 PULL_KERNEL = r"""
 extern "C" __global__ void kb_pull(int4* dst, int n, int nsrc,
@@ -148,8 +149,7 @@ def calibrated(machine: dict, force: bool = False, timeout_s: float = 600) -> di
                 return json.loads(path.read_text())
             except ValueError:
                 pass
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
-                                                            os.environ.get("PYTHONPATH", "")])}
+        env = {**os.environ, "PYTHONPATH": child_pythonpath()}
         proc = subprocess.run([sys.executable, "-m", "pytest_kernelbench.calibrate", "--json", str(path), "--force",
                                "--no-cache"], capture_output=True, text=True, timeout=timeout_s, env=env)
         if proc.returncode != 0 or not path.exists():

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock
+from .protocol import atomic_write
 
 
 def _alive(pid: int) -> bool:
@@ -44,9 +45,7 @@ class GpuPool:
         return state
 
     def _save(self, state: dict):
-        tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, self.path)
+        atomic_write(self.path, json.dumps(state))
 
     def try_acquire(self, n: int, item: str, exclusive: bool = False) -> list[int] | None:
         with self.lock:

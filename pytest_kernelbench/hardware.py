@@ -54,9 +54,13 @@ def cuda_device_count() -> int:
     """GPUs usable by torch (respects CUDA_VISIBLE_DEVICES) without creating a context."""
     try:
         import torch
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:
+    except ImportError:
         return 0
+    try:
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception as e:  # a broken CUDA install must not quietly turn a GPU run into a CPU run
+        raise RuntimeError(f"torch cannot count the CUDA GPUs ({type(e).__name__}: {e}); fix the CUDA "
+                           "install or run on CPU with --kb-device=cpu") from e
 
 
 def published_ceilings(gpu_name: str) -> dict:

@@ -9,15 +9,14 @@ import statistics
 from collections import defaultdict
 from math import comb
 
-CATEGORIES = ("no_code", "compile_error", "runtime_error", "crash", "mismatch", "timeout",
-              "forbidden_call", "unsafe", "edit_outside_region",
-              # not the candidate's doing, but the item has no result and still counts in every rate
-              "api_error", "invalid_problem", "harness_error")
+from .protocol import Failure, Outcome
+
+CATEGORIES = tuple(f.value for f in Failure)
 TIERS = (("better", 1.20), ("on_par", 0.95), ("degraded", 0.60), ("severely_degraded", 0.0))
 FAST_P = (0.0, 1.0, 1.5, 2.0)
 BREAKDOWNS = ("category", "parallelism", "difficulty", "libraries")
 # outcomes that count in the denominator of every rate: everything selected that was not skipped
-COUNTED = ("passed", "failed", "error")
+COUNTED = (Outcome.PASSED.value, Outcome.FAILED.value, Outcome.ERROR.value)
 BAND_COVERAGE = 0.95
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from . import hardware, report
 from .candidates.files import CandidateError, parse_mode
+from .protocol import JobSpec
 from .problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
 from .run import BenchRun, ReportWriter, identity, is_kb_nodeid
 from .session import Settings, new_run_id
@@ -26,9 +27,9 @@ OPTIONS = [
     ("nproc", int, None, "world size (default: the largest valid one that fits)"),
     ("cpu-ranks", int, 4, "most ranks to start for a CPU (gloo) item"),
     ("timeout", float, None, "deadline in seconds for one item's torchrun job (default: problem.yaml timeout_s, else 300)"),
-    ("compile-timeout", float, 600.0, "cap in seconds on importing/compiling a candidate and on its first call of "
+    ("compile-timeout", float, JobSpec.compile_timeout_s, "cap in seconds on importing/compiling a candidate and on its first call of "
      "each size (setup: JIT compiles, rendezvous); not counted in --kb-timeout"),
-    ("pg-timeout", float, 20.0, "process-group timeout in seconds inside a job (short, so hangs surface fast; "
+    ("pg-timeout", float, JobSpec.pg_timeout_s, "process-group timeout in seconds inside a job (short, so hangs surface fast; "
      "the first call of each size gets the compile budget instead)"),
     ("sizes", str, None, "comma-separated size names (default: tiny on CPU, every other size on CUDA)"),
     ("trials", int, 2, "correctness trials per size, each on fresh inputs"),

@@ -26,7 +26,6 @@ DEFAULT_TOLERANCE = {
     "bfloat16": {"atol": 1e-2, "rtol": 1.6e-2},
 }
 HARNESS_REQUIRED = ("inputs", "cost")
-HARNESS_OPTIONAL = ("check",)
 TINY = "tiny"
 
 

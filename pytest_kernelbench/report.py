@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from . import metrics
+from .protocol import atomic_write
 
 SCHEMA_VERSION = 1
 
@@ -65,9 +66,7 @@ def write_json(path: Path, machine: dict, config: dict, items: list[dict]):
     }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, default=str))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(doc, indent=1, default=str))
     return doc
 
 

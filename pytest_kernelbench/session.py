@@ -12,13 +12,10 @@ from pathlib import Path
 
 from . import hardware, launch, metrics, roofline, safety
 from .gpus import GpuPool
+from .protocol import JobSpec, TimingSpec
 from .problem import size_names
 
 DEFAULT_TIMEOUT_S = 300.0
-TIMING = {  # CPU runs check logic (gloo numbers are not speed); GPU runs are the real thing
-    "cpu": {"rounds": 6, "warmup": 2, "round_s": 0.01, "max_iters": 200},
-    "cuda": {"rounds": 16, "warmup": 5, "round_s": 0.025, "max_iters": 5000},
-}
 
 
 class Skip(Exception):
@@ -40,8 +37,8 @@ class Settings:
     nproc: int | None = None
     cpu_ranks: int = 4
     timeout: float | None = None
-    compile_timeout: float = 600.0
-    pg_timeout: float = 20.0
+    compile_timeout: float = JobSpec.compile_timeout_s
+    pg_timeout: float = JobSpec.pg_timeout_s
     sizes: list | None = None
     trials: int = 2
     timing: bool = True
@@ -93,6 +90,7 @@ class KBSession:
             cache.mkdir(parents=True, exist_ok=True)
         self.pool = GpuPool(cache / f"gpu-leases-{visible}.json", list(range(self.gpu_count))) if self.gpu_count else None
         self.extensions_dir = os.environ.get("TORCH_EXTENSIONS_DIR") or str(cache / "torch_extensions")
+        self.shapes_prefetched = False     # model runs probe every item's input shapes once, up front
 
     # ---- where an item runs ----------------------------------------------------------------
     def place(self, problem) -> Placement:
@@ -135,27 +133,21 @@ class KBSession:
         return None
 
     # ---- one item ---------------------------------------------------------------------------
-    def job(self, problem, candidate, placement, job_dir: Path) -> dict:
+    def job(self, problem, candidate, placement, job_dir: Path) -> JobSpec:
         s = self.settings
         cand_path = job_dir / "candidate" / "solution.py"
         cand_path.parent.mkdir(parents=True, exist_ok=True)
         cand_path.write_text(candidate.source)
-        timing = dict(TIMING[placement.device], enabled=s.timing)
-        if s.timing_rounds:
-            timing["rounds"] = s.timing_rounds
-        forbid = [] if candidate.is_reference else list(problem.forbid)
-        return {
-            "token": secrets.token_hex(8), "nonce": self.nonce, "problem": problem.id,
-            "harness_path": str(problem.harness_path), "reference_path": str(problem.reference_path),
-            "candidate_path": str(cand_path), "protected": [str(problem.root)],
-            "problem_dir": str(problem.path),
-            "device": placement.device, "dtype": problem.dtype,
-            "sizes": {n: problem.sizes[n] for n in placement.sizes}, "size_order": placement.sizes,
-            "trials": s.trials, "forbid": forbid, "enforce_forbid": True,   # on CPU (gloo) as on CUDA
-            "inplace": problem.inplace, "tolerance": problem.tolerance, "timing": timing,
-            "pg_timeout_s": s.pg_timeout, "compile_timeout_s": s.compile_timeout,
-            "allow_multicast": bool(s.allow_multicast),
-        }
+        return JobSpec(
+            token=secrets.token_hex(8), problem=problem.id,
+            harness_path=str(problem.harness_path), reference_path=str(problem.reference_path),
+            candidate_path=str(cand_path), problem_dir=str(problem.path), protected=[str(problem.root)],
+            device=placement.device, dtype=problem.dtype,
+            sizes={n: problem.sizes[n] for n in placement.sizes}, size_order=list(placement.sizes),
+            trials=s.trials, forbid=[] if candidate.is_reference else list(problem.forbid),   # on CPU as on CUDA
+            inplace=problem.inplace, tolerance=dict(problem.tolerance),
+            timing=TimingSpec.for_device(placement.device, enabled=s.timing, rounds=s.timing_rounds),
+            pg_timeout_s=s.pg_timeout, compile_timeout_s=s.compile_timeout, allow_multicast=bool(s.allow_multicast))
 
     def run_item(self, problem, candidate, placement: Placement, nodeid: str, sample=None) -> dict:
         record = base_record(problem, candidate, nodeid, sample)
@@ -174,7 +166,7 @@ class KBSession:
         job_dir.mkdir(parents=True)
         job = self.job(problem, candidate, placement, job_dir)
         timeout = self.settings.timeout or problem.timeout_s or DEFAULT_TIMEOUT_S
-        kwargs = dict(nproc=placement.world_size, timeout_s=timeout, compile_timeout_s=self.settings.compile_timeout,
+        kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout, compile_timeout_s=self.settings.compile_timeout,
                       extensions_dir=self.extensions_dir)
         if placement.device == "cuda":
             with self.pool.lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:

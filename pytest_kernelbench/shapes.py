@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from .protocol import atomic_write, child_pythonpath
 
 PROBE_TIMEOUT_S = 120.0
 VERSION = 1
@@ -104,8 +105,7 @@ def probe_many(requests: list[tuple], cache_dir: Path | None = None) -> list[dic
         return results
     jobs = [{"harness": str(p.harness_path), "sizes": p.sizes, "world_size": w, "dtype": p.dtype} for _, p, w, _ in todo]
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
-    repo = str(Path(__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([repo, env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = child_pythonpath(env)
     try:
         proc = subprocess.run([sys.executable, "-m", "pytest_kernelbench.shapes"], input=json.dumps({"jobs": jobs}),
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env)
@@ -121,9 +121,7 @@ def probe_many(requests: list[tuple], cache_dir: Path | None = None) -> list[dic
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_text(json.dumps(res))
-                os.replace(tmp, path)
+                atomic_write(path, json.dumps(res))
             except OSError:
                 pass
     return results

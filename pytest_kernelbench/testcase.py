@@ -57,7 +57,7 @@ def kb_candidate(request, kb_session, kb_problem, kb_placement):
         if reason:                                   # before any prompt is built or call is made
             _skip(request, kb_problem, reason)
         from .candidates.llm import ModelSource, prefetch_shapes
-        prefetch_shapes(kb_session, request.session.items)
+        prefetch_shapes(kb_session, [i.stash.get(KB_PROBLEM, None) for i in request.session.items])
         source = ModelSource(kb_session, kb_problem, kb_placement)
         if s.print_prompt:
             _skip(request, kb_problem, f"prompt written: {source.write_prompt()}")

@@ -13,7 +13,7 @@ import pytest
 
 from cheats.cheatlib import HONEST
 from kbrun import by_problem, leftover_processes, make_tree, run
-from pytest_kernelbench import launch
+from pytest_kernelbench import outcome
 
 DEADLINE_S = 20
 
@@ -170,14 +170,14 @@ Fatal Python error: Aborted
 
 
 def test_cpp_frames_are_dropped_from_log_excerpts():
-    kept = launch.drop_cpp_frames(NCCL_DUMP)
+    kept = outcome.drop_cpp_frames(NCCL_DUMP)
     assert "Watchdog caught collective operation timeout" in kept
     assert "Fatal Python error: Aborted" in kept
     assert "frame #" not in kept and "Exception raised from" not in kept and "0x00007f3" not in kept
     assert "[3 C++ stack frame lines dropped]" in kept or "C++ stack frame" in kept
     # ordinary text, Python tracebacks and a '#' comment survive
     text = 'Traceback (most recent call last):\n  File "x.py", line 3, in f\n# note\nRuntimeError: boom\n'
-    assert launch.drop_cpp_frames(text) == text
+    assert outcome.drop_cpp_frames(text) == text
 
 
 def _job(tmp: Path, phases: dict, errors: dict = (), logs: dict = (), torchrun: str = "") -> Path:
@@ -208,7 +208,7 @@ def test_blame_peer_timed_out_waiting_for_a_stopped_rank(tmp_path):
     job = _job(tmp_path, {0: (25, "size tiny, trial 1, candidate call"), 1: (20, "size tiny, trial 1, reference call")},
                errors={1: ("reference", f"the reference failed (size tiny, trial 1): {GLOO_TIMEOUT}")},
                torchrun=_summary((1, 3), (0, -15)))
-    out = launch._classify(job, {"token": "t"}, 2, 1)
+    out = outcome.classify(job, "t", 2, 1)
     assert out.category == "timeout", out.message
     assert out.message.startswith('rank 0 stopped progressing in "size tiny, trial 1, candidate call"'), out.message
     assert "its peers timed out waiting for it: rank 1: size tiny, trial 1, reference call" in out.message
@@ -221,7 +221,7 @@ def test_blame_a_raising_rank_stays_a_runtime_error(tmp_path):
                errors={0: ("candidate", "size tiny, trial 0: ValueError: bad"),
                        1: ("reference", "the reference failed (size tiny, trial 0): RuntimeError: Connection closed by peer")},
                torchrun=_summary((0, 3), (1, 3)))
-    out = launch._classify(job, {"token": "t"}, 2, 1)
+    out = outcome.classify(job, "t", 2, 1)
     assert out.category == "runtime_error" and out.message.startswith("rank 0: size tiny, trial 0: ValueError"), out.message
 
 
@@ -231,7 +231,7 @@ def test_blame_nccl_watchdog_abort_names_the_stopped_rank(tmp_path):
     job = _job(tmp_path, {0: (30, "size tiny, trial 0, candidate call (first call: setup/compile)"),
                           1: (25, "size tiny, trial 0, candidate call (first call: setup/compile)")},
                logs={1: NCCL_DUMP}, torchrun=_summary((1, -6), (0, -15)))
-    out = launch._classify(job, {"token": "t"}, 2, 1)
+    out = outcome.classify(job, "t", 2, 1)
     assert out.category == "timeout", out.message
     assert out.message.startswith('rank 0 stopped progressing in "size tiny, trial 0, candidate call'), out.message
     assert "rank 1" in out.message and "collective operation timeout" in out.message
@@ -243,7 +243,7 @@ def test_blame_signal_death_names_rank_phase_and_watchdog(tmp_path):
     # says rank 1 timed out waiting for peers, and where the peers were
     job = _job(tmp_path, {0: (30, "size tiny, trial 1, candidate call"), 1: (25, "size tiny, trial 1, reference call")},
                logs={1: NCCL_DUMP}, torchrun=_summary((1, -6), (0, -6)))
-    out = launch._classify(job, {"token": "t"}, 2, 1)
+    out = outcome.classify(job, "t", 2, 1)
     assert out.category in ("timeout", "crash"), out.message
     assert "rank 0" in out.message and "candidate call" in out.message, out.message
     assert "frame #" not in out.log_tail and "frame #" not in out.message
@@ -253,7 +253,7 @@ def test_blame_segfault_stays_a_crash_with_its_phase(tmp_path):
     job = _job(tmp_path, {0: (3, "size tiny, trial 0, reference call"), 1: (3, "size tiny, trial 0, candidate call")},
                errors={0: ("reference", "the reference failed (size tiny, trial 0): RuntimeError: Connection closed by peer")},
                torchrun=_summary((1, -11), (0, 3)))
-    out = launch._classify(job, {"token": "t"}, 2, 1)
+    out = outcome.classify(job, "t", 2, 1)
     assert out.category == "crash", out.message
     assert out.message.startswith("rank 1 died (signal SIGSEGV)"), out.message
     assert "size tiny, trial 0, candidate call" in out.message
@@ -262,12 +262,12 @@ def test_blame_segfault_stays_a_crash_with_its_phase(tmp_path):
 def test_deadline_blames_the_rank_that_stopped(tmp_path):
     phases = {0: "size tiny, trial 1, candidate call", 1: "size tiny, trial 1, reference call"}
     job = _job(tmp_path, {0: (18, phases[0]), 1: (17, phases[1])})
-    msg = launch.deadline_message("deadline of 20 s passed", job, launch.read_phases(job))
+    msg = outcome.deadline_message("deadline of 20 s passed", job, outcome.read_phases(job))
     assert msg.startswith('rank 0 stopped progressing in "size tiny, trial 1, candidate call"'), msg
     assert "deadline of 20 s passed" in msg and "rank 1: size tiny, trial 1, reference call" in msg
     # every rank in the same phase (all spin in the candidate): no single rank is blamed
     job2 = _job(tmp_path / "b", {0: (18, phases[0]), 1: (18, phases[0])})
-    msg2 = launch.deadline_message("deadline of 20 s passed", job2, launch.read_phases(job2))
+    msg2 = outcome.deadline_message("deadline of 20 s passed", job2, outcome.read_phases(job2))
     assert "stopped progressing" not in msg2 and f"rank 0: {phases[0]}; rank 1: {phases[0]}" in msg2
 
 
@@ -288,10 +288,10 @@ def test_deadline_uses_the_stack_dumps_when_phases_are_alike(tmp_path):
     job = _job(tmp_path, {0: (12, phase), 1: (12, phase)}, logs={
         0: "noise\n" + _dump((str(cand), 4, "solution"), harness),
         1: _dump(("/v/torch/distributed/distributed_c10d.py", 5356, "barrier"), (str(cand), 5, "solution"), harness)})
-    msg = launch.deadline_message("budget spent", job, launch.read_phases(job), {"candidate_path": str(cand)})
+    msg = outcome.deadline_message("budget spent", job, outcome.read_phases(job), str(cand))
     assert msg.startswith(f'rank 0 stopped progressing in "{phase}", at solution.py line 4 in solution(): '
                           "time.sleep(100)"), msg
     assert "rank 1: " in msg and "line 5 in solution(): dist.barrier(), waiting in torch.distributed" in msg, msg
     # in a log excerpt the harness's frames of the dump are folded away
-    tail = launch._logs_tail(job)
+    tail = outcome.logs_tail(job)
     assert "pytest_kernelbench" not in tail and "[1 harness frame]" in tail and "distributed_c10d.py" in tail

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_kernelbench import launch, metrics, procs, roofline
+from pytest_kernelbench import launch, metrics, outcome, procs, roofline
+from pytest_kernelbench.protocol import TimingSpec
 from pytest_kernelbench.gpus import GpuPool
 from pytest_kernelbench.worker.timing import Timing, summarize
 from pytest_kernelbench.problem import ProblemError, load_problem
@@ -156,7 +157,7 @@ def _self_check(first_of_pair_penalty, unseen_data_penalty, rounds):
             state["seen"].add(state["key"])
         clocks.now += cost
 
-    t = Timing(clocks, lambda v: v, lambda msg: None, {"rounds": rounds, "warmup": 1, "round_s": 1.0, "max_iters": 1})
+    t = Timing(clocks, lambda v: v, lambda msg: None, TimingSpec(rounds=rounds, warmup=1, round_s=1.0, max_iters=1))
     measured = t.run("size x", impl, impl, [(0,)], refill, lambda active: None)
     times = measured["times"]
     ratio = summarize([times["reference"]])["median_s"] / summarize([times["candidate"]])["median_s"]
@@ -284,8 +285,8 @@ Root Cause (first observed failure):
 
 
 def test_dead_ranks_are_read_from_torchrun_summary():
-    assert launch._dead_ranks(TORCHRUN_SUMMARY) == [(1, -11), (0, 3)]
-    assert launch._describe_exit(-11) == "signal SIGSEGV"
+    assert outcome._dead_ranks(TORCHRUN_SUMMARY) == [(1, -11), (0, 3)]
+    assert outcome._describe_exit(-11) == "signal SIGSEGV"
 
 
 def test_log_cap_truncates_but_keeps_head(tmp_path):

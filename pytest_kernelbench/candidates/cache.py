@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock
+from ..protocol import atomic_write
 
 VERSION = 1
 
@@ -86,6 +86,4 @@ def _read(path: Path) -> dict | None:
 
 def _write(path: Path, obj: dict):
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(obj, indent=1, default=str))

@@ -31,6 +31,7 @@ from .. import prompt, shapes
 from . import Candidate
 from .cache import GenerationCache, key as cache_key, lineage as cache_lineage
 from .extract import extract
+from ..protocol import atomic_write
 
 LEDGER = "llm-ledger.json"
 MAX_BACKOFF_S = 120.0
@@ -105,9 +106,7 @@ class Ledger:
                     "fatal": {}}
 
     def _write(self, data: dict):
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, self.path)
+        atomic_write(self.path, json.dumps(data, indent=1))
 
     @contextmanager
     def update(self):
@@ -161,20 +160,15 @@ def slug(problem) -> str:
     return re.sub(r"[^A-Za-z0-9_.]+", "-", problem.id).strip("-")
 
 
-_PREFETCHED = set()
-
-
-def prefetch_shapes(session, items):
-    """Probe the input shapes of every collected item in one subprocess (once per process), so
+def prefetch_shapes(session, problems):
+    """Probe the input shapes of every collected problem in one subprocess (once per session), so
     that each item's prompt finds them in the cache instead of starting its own probe."""
-    key = id(session)
-    if key in _PREFETCHED:
+    if session.shapes_prefetched:
         return
-    _PREFETCHED.add(key)
+    session.shapes_prefetched = True
     from ..session import Skip
     requests, seen = [], set()
-    for item in items:
-        problem = getattr(item, "kb_problem", None)
+    for problem in problems:
         if problem is None:
             continue
         try:

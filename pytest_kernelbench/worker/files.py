@@ -1,20 +1,10 @@
-"""A rank's files in the job folder: heartbeat, error and result records, and module loading.
-
-The job folder layout is the contract with launch.py:
-    job.json            what to run (written by the launcher)
-    hb/rank<R>          the rank's current phase, one line, replaced atomically
-    logs/rank<R>.log    the rank's stdout+stderr
-    error/rank<R>.json  why the rank gave up (category, message, traceback tail)
-    done/rank<R>        written by each rank that finished the protocol: done_mark() of the job
-    result.json         written by rank 0 when every rank finished
-    secret              the signing key and input nonce; read by every rank at start, deleted by
-                        rank 0 before any candidate code runs (so neither a candidate nor a child
-                        process of it can forge done/ and result.json, or predict other ranks' inputs)
-"""
+"""A rank's files in the job folder (layout: protocol.JobLayout): heartbeat, error and result
+records, the signed done mark, and module loading. The secret (signing key, input nonce) is read
+by every rank at start and deleted by rank 0 before any candidate code runs, so neither a
+candidate nor a child process of it can forge done/ and result.json or predict other ranks'
+inputs."""
 from __future__ import annotations
 
-import hashlib
-import hmac
 import importlib.util
 import json
 import os
@@ -22,19 +12,7 @@ import sys
 import time
 import traceback
 
-# in a heartbeat phase: the rank is in (or waits for its peers to finish) the first call of a
-# size, which may compile (load_inline, Triton) and rendezvous; the launcher counts that time
-# against the compile budget, not the run's deadline
-SETUP_MARK = "(first call: setup/compile)"
-
-
-def done_mark(key: str | None, token: str, rank: int, result_bytes: bytes = b"") -> str:
-    """What done/rank<R> holds: an HMAC, under the job's secret key, of the token, the rank and
-    (rank 0) the bytes of result.json. Without a key (an old launcher), the token."""
-    if not key:
-        return token
-    msg = f"{token}|done|{rank}|{hashlib.sha256(result_bytes).hexdigest()}".encode()
-    return hmac.new(key.encode(), msg, hashlib.sha256).hexdigest()
+from ..protocol import atomic_write, done_mark
 
 
 class JobFiles:
@@ -48,11 +26,7 @@ class JobFiles:
             os.makedirs(os.path.join(job_dir, sub), exist_ok=True)
 
     def _write(self, rel: str, text: str):
-        path = os.path.join(self.dir, rel)
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        atomic_write(os.path.join(self.dir, rel), text)
 
     def heartbeat(self, phase: str):
         self._write(f"hb/rank{self.rank}", f"{time.time():.3f} {phase}\n")

@@ -18,7 +18,8 @@ import os
 import sys
 import time
 
-from .files import SETUP_MARK, JobFiles, load_module
+from ..protocol import SETUP_MARK, JobLayout, JobSpec
+from .files import JobFiles, load_module
 
 COMPILE_MARKERS = ("cpp_extension", "Error building extension", "CalledProcessError", "nvcc", "ninja", "triton.compiler")
 THREAD_WAIT_S = 2.0
@@ -26,8 +27,7 @@ THREAD_WAIT_S = 2.0
 
 class Rank:
     def __init__(self, job_dir: str):
-        with open(os.path.join(job_dir, "job.json")) as f:
-            self.job = json.load(f)
+        self.job = JobSpec.read(JobLayout(job_dir).job)
         self.rank = int(os.environ["RANK"])
         self.world = int(os.environ["WORLD_SIZE"])
         self.local_rank = int(os.environ.get("LOCAL_RANK", self.rank))
@@ -39,8 +39,8 @@ class Rank:
                 self.secret = json.load(f)
         except (OSError, ValueError):
             pass
-        self.nonce = self.secret.get("nonce") or self.job.get("nonce")
-        self.files = JobFiles(job_dir, self.rank, self.job["token"], key=self.secret.get("key"))
+        self.nonce = self.secret.get("nonce")
+        self.files = JobFiles(job_dir, self.rank, self.job.token, key=self.secret.get("key"))
         self.files.redirect_output()
         self.phases = {}
         self.warnings = []
@@ -76,7 +76,7 @@ class Rank:
         from . import clocks, guards, shield, tamper
         self.torch = torch
         job = self.job
-        self.device_kind = job["device"]
+        self.device_kind = job.device
         if self.device_kind == "cuda":
             torch.cuda.set_device(self.local_rank)
             self.device = torch.device("cuda", self.local_rank)
@@ -85,24 +85,24 @@ class Rank:
             torch.set_num_threads(1)
             self.device = torch.device("cpu")
             backend = "gloo"
-        timeout = datetime.timedelta(seconds=float(job.get("pg_timeout_s", 30)))
+        timeout = datetime.timedelta(seconds=float(job.pg_timeout_s))
         kwargs = {"device_id": self.device} if backend == "nccl" else {}
         dist.init_process_group(backend, timeout=timeout, **kwargs)
-        self.dtype = getattr(torch, job["dtype"])
+        self.dtype = getattr(torch, job.dtype)
         self.files.heartbeat("load harness and reference")
-        self.harness = load_module(job["harness_path"], f"_kb_h_{os.urandom(6).hex()}", register=False)
-        self.reference = load_module(job["reference_path"], f"_kb_r_{os.urandom(6).hex()}", register=False)
+        self.harness = load_module(job.harness_path, f"_kb_h_{os.urandom(6).hex()}", register=False)
+        self.reference = load_module(job.reference_path, f"_kb_r_{os.urandom(6).hex()}", register=False)
         self.clocks = clocks.ClockSet(self.device_kind)
-        self.forbid = guards.ForbidGuard(job.get("forbid", []))
+        self.forbid = guards.ForbidGuard(job.forbid)
         self.forbid.install()
         self.multicast = None   # NVLink multicast stays off from here to the end (worker/safety.py);
         # before the tamper snapshot, which then watches its module too
-        if not job.get("allow_multicast"):
+        if not job.allow_multicast:
             from .safety import MulticastGuard
             self.multicast = MulticastGuard()
             self.multicast.install()
         self.tamper = tamper.TamperGuard()
-        self.shield = shield.FileShield(job.get("protected", []), job_dir=self.files.dir)
+        self.shield = shield.FileShield(job.protected, job_dir=self.files.dir)
         self.clocks.barrier()
         if self.rank == 0:      # every rank has read the secret: no candidate (or its children) may
             try:                # read it from disk
@@ -117,7 +117,7 @@ class Rank:
         self.files.heartbeat("import candidate")
         self.shield.armed = True
         try:
-            mod = load_module(self.job["candidate_path"], "kb_candidate", register=True)
+            mod = load_module(self.job.candidate_path, "kb_candidate", register=True)
         except BaseException as e:  # noqa: BLE001 - untrusted code may raise anything
             text = f"{type(e).__name__}: {e}"
             import traceback
@@ -141,12 +141,12 @@ class Rank:
         # ranks may compile for different times: meet on the store (not a collective, whose
         # short process-group timeout would fire while a peer is still compiling)
         self.files.heartbeat("import candidate (waiting for peers)")
-        self.store_barrier("imported", float(self.job.get("compile_timeout_s", 600)))
+        self.store_barrier("imported", float(self.job.compile_timeout_s))
 
     def store_barrier(self, name: str, timeout_s: float, what: str = "finish importing the candidate"):
         import torch.distributed as dist
         store = dist.distributed_c10d._get_default_store()
-        key = f"kb/{self.job['token']}/{name}"
+        key = f"kb/{self.job.token}/{name}"
         store.add(key, 1)
         deadline = time.monotonic() + timeout_s
         while store.add(key, 0) < self.world:
@@ -156,14 +156,14 @@ class Rank:
 
     # ---- calls -------------------------------------------------------------------------------
     def seed(self, size: str, what: str) -> int:
-        key = f"{self.nonce}|{self.job['problem']}|{size}|{what}|{self.rank}"
+        key = f"{self.nonce}|{self.job.problem}|{size}|{what}|{self.rank}"
         return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") & ((1 << 63) - 1)
 
     def make_inputs(self, size: str, what: str):
         gen = self.torch.Generator(device=self.device)
         gen.manual_seed(self.seed(size, what))
         try:
-            return self.harness.inputs(self.job["sizes"][size], self.rank, self.world, gen, self.device, self.dtype)
+            return self.harness.inputs(self.job.sizes[size], self.rank, self.world, gen, self.device, self.dtype)
         except Exception as e:  # a harness bug, not the candidate's
             self.die("runtime_error", f"harness.inputs() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
 
@@ -186,12 +186,12 @@ class Rank:
         longer than that budget (the launcher's budget then fires first and names the ranks). The
         ranks meet on the store (no collective, no short timeout) before the harness's next
         collective, then the short timeout is back: a hang after the first call surfaces fast."""
-        budget_s = float(self.job.get("compile_timeout_s", 600)) + 30
+        budget_s = float(self.job.compile_timeout_s) + 30
         self.set_pg_timeout(budget_s)
         out = self.call_candidate(args, phase, watch_dispatch=False, first=True)
         self.files.heartbeat(f"{phase}, waiting for peers {SETUP_MARK}")
         self.store_barrier(f"first/{phase}", budget_s, "finish their first call of the size")
-        self.set_pg_timeout(float(self.job.get("pg_timeout_s", 30)))
+        self.set_pg_timeout(float(self.job.pg_timeout_s))
         return out
 
     def set_pg_timeout(self, seconds: float):
@@ -219,7 +219,7 @@ class Rank:
             # the outputs (and in-place results) as they are at return, copied in stream order
             # before any synchronize: work still running on a thread or on an unjoined side
             # stream shows up as a difference
-            watched = (out, args) if self.job.get("inplace") else out
+            watched = (out, args) if self.job.inplace else out
             at_return = compare.clone(watched)
             left = self.clocks.sync(THREAD_WAIT_S)
         except BaseException as e:  # noqa: BLE001
@@ -265,10 +265,7 @@ class Rank:
         if self.forbid.calls:
             calls = ", ".join(f"{k} x{v}" for k, v in sorted(self.forbid.calls.items()))
             self.forbid.calls.clear()
-            if self.job.get("enforce_forbid", True):
-                found.append(f"called forbidden APIs ({', '.join(self.job['forbid'])}): {calls}")
-            else:
-                self.warnings.append(f"rank {self.rank}: called forbidden APIs (not enforced on {self.device_kind}): {calls}")
+            found.append(f"called forbidden APIs ({', '.join(self.job.forbid)}): {calls}")   # on CPU as on CUDA
         return "; ".join(found) or None
 
     # ---- checking ----------------------------------------------------------------------------
@@ -279,13 +276,13 @@ class Rank:
         err = 0.0
         if msg is None and hasattr(self.harness, "check"):
             try:
-                self.harness.check(out, expected, cand_in, dict(self.job["tolerance"]))
+                self.harness.check(out, expected, cand_in, dict(self.job.tolerance))
             except AssertionError as e:
                 msg = f"{e}"
         elif msg is None:
-            msg, err = compare.values(out, expected, self.job["tolerance"])
-        if msg is None and self.job.get("inplace"):
-            msg, _ = compare.values(cand_in, ref_in, self.job["tolerance"], "input")
+            msg, err = compare.values(out, expected, self.job.tolerance)
+        if msg is None and self.job.inplace:
+            msg, _ = compare.values(cand_in, ref_in, self.job.tolerance, "input")
             msg = msg and f"in-place result wrong: {msg}"
         elif msg is None:
             msg = compare.unchanged(cand_in, pristine) or compare.aliasing(out, cand_in)
@@ -293,16 +290,16 @@ class Rank:
 
     def run_size(self, size: str) -> dict:
         from . import compare
-        record = {"name": size, "config": self.job["sizes"][size], "trials": []}
+        record = {"name": size, "config": self.job.sizes[size], "trials": []}
         try:
-            record["cost"] = {k: float(v) for k, v in self.harness.cost(self.job["sizes"][size], self.world, self.dtype).items()}
+            record["cost"] = {k: float(v) for k, v in self.harness.cost(self.job.sizes[size], self.world, self.dtype).items()}
         except Exception as e:
             self.die("runtime_error", f"harness.cost() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
         first_call = True
         t0 = time.perf_counter()
         expected = None
         held = []
-        for trial in range(int(self.job.get("trials", 2))):
+        for trial in range(int(self.job.trials)):
             phase = f"size {size}, trial {trial}"
             self.files.heartbeat(f"{phase}, inputs")
             inputs = self.make_inputs(size, f"trial{trial}")
@@ -319,7 +316,7 @@ class Rank:
             ref_in = compare.clone(pristine)
             expected = self.call_reference(ref_in, phase)
             category, msg, err = self.check(out, expected, cand_in, ref_in, pristine)
-            if category is None and not self.job.get("inplace"):
+            if category is None and not self.job.inplace:
                 # earlier outputs are held: one storage returned again is a reused buffer, whose
                 # earlier "outputs" were overwritten (right at each check, stale for the caller)
                 msg = compare.distinct([o for _, o in held] + [out])
@@ -335,7 +332,7 @@ class Rank:
             held.append((cand_in, out))
             del ref_in, pristine
         record["correctness_s"] = time.perf_counter() - t0
-        if self.job["timing"].get("enabled", True):
+        if self.job.timing.enabled:
             self.time_size(size, record, expected)
         return record
 
@@ -370,12 +367,12 @@ class Rank:
         # every rank must use the same number of sets (each call is a collective), while output
         # bytes differ per rank (rank 0 of a gather holds everything): agree on the max
         set_bytes = int(self.agree_max(set_bytes))
-        tcfg = self.job["timing"]
-        l2 = int(tcfg.get("l2_bytes") or 0)
+        tcfg = self.job.timing
+        l2 = int(tcfg.l2_bytes or 0)
         if not l2 and self.device_kind == "cuda":
             l2 = int(getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 0) or 0)
         n_sets = max(2, math.ceil(3 * l2 / max(set_bytes, 1))) if l2 else 2
-        n_sets = int(min(n_sets, tcfg.get("max_sets", 64), max(2, tcfg.get("set_budget_bytes", 8 << 30) // max(set_bytes, 1))))
+        n_sets = int(min(n_sets, tcfg.max_sets, max(2, tcfg.set_budget_bytes // max(set_bytes, 1))))
         sets = [probe] + [self.make_inputs(size, f"time{k}") for k in range(1, n_sets)]
 
         def refill(round_no):
@@ -440,7 +437,7 @@ class Rank:
             outs = [self.call_candidate(s, phase, watch_dispatch=True) for s in sets]
             # before the values: with one buffer returned by every call, all but the last set's
             # outputs were overwritten, which would read as "values differ"
-            shared = None if (found or self.job.get("inplace")) else compare.distinct(outs)
+            shared = None if (found or self.job.inplace) else compare.distinct(outs)
             if shared:
                 found = {"category": "mismatch", "message": f"calls on the timing input sets: {shared}"}
             for k, (out, s, pr) in enumerate(zip(outs, sets, pristine)):
@@ -481,7 +478,7 @@ class Rank:
         self.setup()
         self.import_candidate()
         t0 = time.perf_counter()
-        for size in self.job["size_order"]:
+        for size in self.job.size_order:
             self.sizes_done.append(self.run_size(size))
         self.phases["sizes_s"] = time.perf_counter() - t0
         self.finish()
@@ -493,7 +490,7 @@ def main(argv=None):
     die_with_parent()   # a rank never outlives its torchrun
     # stopped by torchrun or the launcher (SIGTERM): dump every thread's Python stack to fd 2 (the
     # rank's log, once redirected) before dying of the signal, so the launcher can say where a
-    # rank that stopped progressing was (launch.stopped_at)
+    # rank that stopped progressing was (outcome.stopped_at)
     import faulthandler
     import signal
     faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)

@@ -17,18 +17,20 @@ from __future__ import annotations
 import math
 import statistics
 
+from ..protocol import TimingSpec
+
 
 class Timing:
-    def __init__(self, clocks, agree_max, heartbeat, cfg: dict):
+    def __init__(self, clocks, agree_max, heartbeat, cfg: TimingSpec):
         self.clocks = clocks
         self.agree_max = agree_max      # float -> max over ranks
         self.heartbeat = heartbeat
-        rounds = max(5, int(cfg.get("rounds", 8)))
+        rounds = max(5, int(cfg.rounds))
         self.rounds = rounds + rounds % 2
-        self.warmup = max(1, int(cfg.get("warmup", 3)))
-        self.round_s = float(cfg.get("round_s", 0.02))
-        self.max_iters = int(cfg.get("max_iters", 2000))
-        self.thread_wait_s = float(cfg.get("thread_wait_s", 10.0))
+        self.warmup = max(1, int(cfg.warmup))
+        self.round_s = float(cfg.round_s)
+        self.max_iters = int(cfg.max_iters)
+        self.thread_wait_s = float(cfg.thread_wait_s)
 
     def _round(self, fn, sets, iters) -> tuple[float, list[str]]:
         c = self.clocks

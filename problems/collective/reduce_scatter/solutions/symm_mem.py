@@ -36,7 +36,7 @@ _FLAG_BYTES = 2 * 1024 * 8 * 4   # [phase][block][rank] u32 flags, see KB_NPH/KB
 _TIMEOUT_NS = int(float(os.environ.get("KB_SPIN_TIMEOUT_S", "60")) * 1e9)
 
 _CUDA_SRC = r'''
-// ---- common part (identical in the four symm_mem solutions) ----
+// >>> shared: bench/symm_mem_common.cu  (identical in the four symm_mem solutions: edit it there, then run python bench/gen_symm_mem.py)
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
@@ -276,7 +276,7 @@ __device__ __forceinline__ void kb_reduce(typename KbVec<V>::T* dst, typename Kb
 
 #define KB_UC ((4 / NS) > 0 ? (4 / NS) : 1)
 #define KB_UR ((2 / NS) > 0 ? (2 / NS) : 1)
-// ---- end of common part ----
+// <<< shared: bench/symm_mem_common.cu
 
 // ---- reduce_scatter: out[c] = sum over ranks of x[rank*c, (rank+1)*c)   (c = n / W) ----
 // algo 0 push : x chunk q -> peer q's slot[me] (remote writes); barrier;

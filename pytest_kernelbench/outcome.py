@@ -1,0 +1,436 @@
+"""What a finished job means: the outcome of one torchrun job read from its folder.
+
+A trusted result (torchrun exited 0, every rank's done-file signed) is the worker's verdict;
+otherwise the ranks' error files, heartbeats, logs and torchrun's exit summary are read to find
+the root cause: the rank that died, raised, or stopped progressing, named with its phase and
+where it was, its peers after it. Log excerpts are made here only, without C++ frame dumps.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .protocol import SETUP_MARK, done_mark
+
+TAIL_CHARS = 3000
+
+
+@dataclass
+class LaunchOutcome:
+    status: str                    # passed | failed
+    category: str | None = None    # failure category (see metrics.CATEGORIES)
+    message: str = ""
+    result: dict | None = None     # the worker's result.json when trusted
+    returncode: int | None = None
+    wall_s: float = 0.0
+    compile_s: float = 0.0
+    rank_phases: dict = field(default_factory=dict)
+    killed: list = field(default_factory=list)   # stray processes killed after the job
+    log_tail: str = ""
+    warnings: list = field(default_factory=list)
+
+
+def read_phases(job_dir: Path) -> dict:
+    phases = {}
+    for f in sorted((job_dir / "hb").glob("rank*")):
+        if f.name[4:].isdigit():
+            text = f.read_text(errors="replace").strip()
+            phases[int(f.name[4:])] = text.split(" ", 1)[1] if " " in text else text
+    return phases
+
+
+def tail(path: Path, chars: int = TAIL_CHARS) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - chars))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def logs_tail(job_dir: Path, ranks=None) -> str:
+    """The end of each rank's log (C++ frame dumps dropped: the one place log excerpts are made)."""
+    parts = []
+    for log in sorted((job_dir / "logs").glob("rank*.log")):
+        r = log.stem[4:]
+        if ranks is None or (r.isdigit() and int(r) in ranks):
+            t = clean_log(tail(log, 20000))[-1500:].strip()
+            if t:
+                parts.append(f"--- rank {r} ---\n{t}")
+    return "\n".join(parts)
+
+
+def classify(job_dir: Path, token: str, nproc: int, rc: int, key: str | None = None,
+             candidate_path: str | None = None) -> LaunchOutcome:
+    errors = []
+    for f in (job_dir / "error").glob("rank*.json"):
+        try:
+            errors.append(json.loads(f.read_text()))
+        except (OSError, ValueError):
+            pass
+    result_path = job_dir / "result.json"
+    result_bytes = result_path.read_bytes() if result_path.is_file() else b""
+    done = {int(f.name[4:]) for f in (job_dir / "done").glob("rank*")
+            if f.name[4:].isdigit() and f.read_text() == done_mark(key, token, int(f.name[4:]),
+                                                                    result_bytes if f.name == "rank0" else b"")
+            } if (job_dir / "done").is_dir() else set()
+    if rc == 0 and len(done) == nproc and result_path.exists():
+        try:
+            result = json.loads(result_bytes)
+        except ValueError as e:
+            return LaunchOutcome("failed", "crash", f"unreadable result.json: {e}", returncode=rc)
+        failure = result.get("failure")
+        if failure:
+            return LaunchOutcome("failed", failure["category"], failure["message"], result=result, returncode=rc)
+        return LaunchOutcome("passed", None, "", result=result, returncode=rc)
+    return _blame(job_dir, candidate_path, nproc, rc, errors, done)
+
+
+def _error_outcome(job_dir: Path, e: dict, rc) -> LaunchOutcome:
+    msg = f"rank {e['rank']}: {drop_cpp_frames(e['message'])}"
+    tb = drop_cpp_frames(e.get("traceback", "")).strip()
+    if tb and e.get("where") == "candidate":
+        msg += "\n" + _trim_traceback(tb)
+    return LaunchOutcome("failed", e["category"], msg, returncode=rc, log_tail=logs_tail(job_dir, {e["rank"]}))
+
+
+def _trim_traceback(tb: str, lines: int = 12) -> str:
+    keep = tb.splitlines()
+    return "\n".join(keep[-lines:])
+
+
+# torchrun's failure summary: "  rank      : 1 (local_rank: 1)\n  exitcode  : 7 (pid: 123)"
+_RANK_EXIT = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", re.M)
+
+
+def _dead_ranks(log: str) -> list[tuple[int, int]]:
+    found = [(int(r), int(c)) for r, c in _RANK_EXIT.findall(log)]
+    return [(r, c) for r, c in found if c != 0]
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+# ---- who stopped, who waited ----------------------------------------------------------------------
+# A rank that stops progressing (a hang in candidate code) shows up as its peers' failure: they
+# time out in the next collective (gloo raises, the NCCL watchdog aborts the process), and torchrun
+# then stops the rank that hung, which reports nothing. The blame goes to the rank that stopped,
+# with its phase (heartbeat) and where it was (the Python stack it dumps on SIGTERM, see
+# worker.main), and the peers' phases and errors after it.
+
+# C++ stack dumps (c10::Error backtraces, the NCCL watchdog's, gdb-style lines) say nothing a
+# candidate's author can act on, and crowd the lines that do out of every excerpt
+_CPP_FRAME = re.compile(r"^\s*(?:\[rank\d+\]:\s*)?(?:frame #\d+:|Exception raised from \S+ at \S+|"
+                        r"C\+\+ CapturedTraceback:|<omitting python frames>|#\d+\s+0x[0-9a-fA-F]+ in |"
+                        r"#\d+\s+\S.* from \S+:\d+\s*$)")
+
+
+def drop_cpp_frames(text: str) -> str:
+    """`text` without C++ stack frame lines; each run of them becomes one short note."""
+    out, dropped = [], 0
+    for line in text.splitlines(keepends=True):
+        if _CPP_FRAME.match(line):
+            dropped += 1
+            continue
+        if dropped:
+            out.append(f"[{dropped} C++ stack frame line{'s' if dropped > 1 else ''} dropped]\n")
+            dropped = 0
+        out.append(line)
+    if dropped:
+        out.append(f"[{dropped} C++ stack frame line{'s' if dropped > 1 else ''} dropped]\n")
+    return "".join(out)
+
+
+# the harness's own frames in the Python stack a rank dumps when stopped (faulthandler's format:
+# no comma before "in"); the candidate's and torch's frames stay
+_HARNESS_DUMP_FRAME = re.compile(r'^\s+File "(?:[^"]*[/\\]pytest_kernelbench[/\\][^"]*|<frozen runpy>)", '
+                                 r'line \d+ in \S+\s*$')
+
+
+def clean_log(text: str) -> str:
+    """A log excerpt as reports and models see it: no C++ frames, no harness frames in stack dumps."""
+    out, dropped = [], 0
+    for line in drop_cpp_frames(text).splitlines(keepends=True):
+        if _HARNESS_DUMP_FRAME.match(line):
+            dropped += 1
+            continue
+        if dropped:
+            out.append(f"  [{dropped} harness frame{'s' if dropped > 1 else ''}]\n")
+            dropped = 0
+        out.append(line)
+    if dropped:
+        out.append(f"  [{dropped} harness frame{'s' if dropped > 1 else ''}]\n")
+    return "".join(out)
+
+
+def read_heartbeats(job_dir: Path) -> dict[int, tuple[float, str]]:
+    """rank -> (time of its last heartbeat, phase)."""
+    beats = {}
+    for f in sorted((job_dir / "hb").glob("rank*")):
+        if f.name[4:].isdigit():
+            text = f.read_text(errors="replace").strip()
+            stamp, _, phase = text.partition(" ")
+            try:
+                beats[int(f.name[4:])] = (float(stamp), phase)
+            except ValueError:
+                beats[int(f.name[4:])] = (0.0, text)
+    return beats
+
+
+def setup_phase(phase: str) -> bool:
+    """Importing the candidate or its first call of a size: time on the compile budget."""
+    return phase.startswith("import candidate") or SETUP_MARK in phase
+
+
+def candidate_phase(phase: str) -> bool:
+    """A phase in which candidate code runs (not one in which the harness waits for peers)."""
+    return "candidate call" in phase or phase.endswith(", candidate") or phase == "import candidate"
+
+
+def _clip(text: str, n: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)(?::\s.*)?$")
+_EXC_IN_TEXT = re.compile(r"(?<![\w.])(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception): ")
+_SOURCE_TAG = re.compile(r"\[[^\]\s]*\.(?:cc|cpp|cu|h|hpp):\d+\]\s*")   # "[.../unbound_buffer.cc:78] "
+
+
+def exception_text(e: dict) -> str:
+    """The Python exception of an error record ("RuntimeError: ..."), else its message."""
+    for line in reversed(drop_cpp_frames(e.get("traceback") or "").splitlines()):
+        if _EXC_LINE.match(line.rstrip()):
+            return _clip(_SOURCE_TAG.sub("", line))
+    msg = e.get("message") or ""
+    found = list(_EXC_IN_TEXT.finditer(msg))     # "the reference failed (...): RuntimeError: ..."
+    return _clip(_SOURCE_TAG.sub("", msg[found[-1].start():] if found else msg))
+
+
+# a failure that only says the rank waited for its peers in vain (they stopped or died)
+_WAITED = re.compile(r"timed out|timeout|connection (?:closed|reset)|broken pipe|watchdog|communicator was "
+                     r"aborted|remote process exited|ncclRemoteError|peers did not|DistNetworkError|DistStoreError",
+                     re.I)
+_WATCHDOG = re.compile(r"(?:Watchdog caught collective operation timeout|collective operation timeout)[^\n]*", re.I)
+
+
+def waited_error(e: dict) -> bool:
+    return e.get("category") == "timeout" or bool(_WAITED.search(exception_text(e)))
+
+
+def watchdog_line(log: str) -> str | None:
+    """The NCCL watchdog's report of a collective that timed out waiting for peers, if any."""
+    m = _WATCHDOG.search(log)
+    return _clip(m.group(0), 240) if m else None
+
+
+_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+.*\(most recent call first\):\s*$")
+_FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.+?)\s*$')
+
+
+def stopped_at(log: str, candidate_path: str | None = None) -> dict | None:
+    """Where a rank's main thread was when SIGTERM stopped it (the faulthandler dump in its log):
+    {"in_candidate": innermost Python frame in candidate code (not in torch.distributed or the
+    harness, which only wait there), "where": "solution.py line 12 in solution(): <source>"}."""
+    blocks, cur = [], None
+    for line in log.splitlines():
+        if _THREAD.match(line):
+            cur = []
+            blocks.append(cur)
+        elif cur is not None and line.strip():
+            m = _FRAME.match(line)
+            if m:
+                cur.append((m.group(1), int(m.group(2)), m.group(3)))
+            elif "<no Python frame>" not in line:
+                cur = None
+    main = [b for b in blocks if any("pytest_kernelbench" in f for f, _, _ in b)]
+    if not main or not main[-1]:
+        return None
+    frames = main[-1]
+
+    def candidate_file(f):
+        return (candidate_path and os.path.abspath(f) == os.path.abspath(candidate_path)) or \
+            f.replace(os.sep, "/").endswith("/candidate/solution.py")
+
+    top = frames[0][0].replace(os.sep, "/")
+    waiting = "/torch/distributed/" in top or "pytest_kernelbench" in top
+    own = next(((f, n, fn) for f, n, fn in frames if candidate_file(f)), None)
+    where = None
+    if own:
+        f, n, fn = own
+        try:
+            src = Path(f).read_text(errors="replace").splitlines()[n - 1].strip()
+        except (OSError, IndexError):
+            src = ""
+        where = f"{os.path.basename(f)} line {n} in {fn}()" + (f": {_clip(src, 100)}" if src else "")
+        if waiting:
+            where += ", waiting in " + ("torch.distributed" if "/torch/distributed/" in top else "the harness")
+    return {"in_candidate": bool(own) and not waiting, "where": where}
+
+
+def _root_cause(torchrun_log: str) -> int | None:
+    """The rank of torchrun's "Root Cause (first observed failure)"."""
+    i = torchrun_log.rfind("Root Cause")
+    m = _RANK_EXIT.search(torchrun_log, i) if i >= 0 else None
+    return int(m.group(1)) if m else None
+
+
+def _rank_states(job_dir: Path, candidate_path: str | None, nproc: int, errors: list,
+                 torchrun_log: str = "") -> dict[int, dict]:
+    beats = read_heartbeats(job_dir)
+    by_rank = {}
+    for e in errors:
+        by_rank.setdefault(e["rank"], e)
+    exits = dict((r, c) for r, c in _RANK_EXIT.findall(torchrun_log)) if torchrun_log else {}
+    states = {}
+    for r in range(nproc):
+        log = tail(job_dir / "logs" / f"rank{r}.log", 20000)
+        t, phase = beats.get(r, (0.0, ""))
+        states[r] = {"rank": r, "t": t, "phase": phase, "error": by_rank.get(r),
+                     "exit": int(exits[str(r)]) if str(r) in exits else None,
+                     "watchdog": watchdog_line(log), "at": stopped_at(log, candidate_path)}
+    return states
+
+
+def _in_candidate(st: dict) -> bool:
+    """Stopped inside candidate code: by its stack dump where there is one, else by its phase."""
+    return st["at"]["in_candidate"] if st["at"] else candidate_phase(st["phase"])
+
+
+def _describe(st: dict, with_error: bool = True) -> str:
+    text = f"rank {st['rank']}: {st['phase'] or 'no phase reported'}"
+    if st["at"] and st["at"]["where"]:
+        text += f", at {st['at']['where']}"
+    if with_error and st["error"]:
+        text += f": {exception_text(st['error'])}"
+    elif with_error and st["watchdog"]:
+        text += f": {st['watchdog']}"
+    return text
+
+
+def _blamed(states: dict, stopped: list[int]) -> list[int]:
+    """Among the ranks that were stopped, those that stopped progressing in candidate code (the
+    earliest heartbeat's phase when they differ); [] when that cannot be told."""
+    inside = [r for r in stopped if _in_candidate(states[r])]
+    if not inside:
+        return []
+    first = min(inside, key=lambda r: states[r]["t"])
+    return [r for r in inside if states[r]["phase"] == states[first]["phase"]]
+
+
+def _who(ranks: list[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(str(r) for r in ranks)
+
+
+def _stopped_head(states: dict, blamed: list[int]) -> str:
+    st = states[blamed[0]]
+    where = f", at {st['at']['where']}" if st["at"] and st["at"]["where"] else ""
+    return f'{_who(blamed)} stopped progressing in "{st["phase"]}"{where}'
+
+
+def deadline_message(reason: str, job_dir: Path, phases: dict, candidate_path: str | None = None) -> str:
+    """The deadline passed (every rank was then stopped): name the rank(s) that stopped progressing
+    in candidate code while the others waited for them, else every rank's phase."""
+    nproc = max(phases, default=-1) + 1
+    states = {r: st for r, st in _rank_states(Path(job_dir), candidate_path, nproc, []).items() if r in phases}
+    for r, st in states.items():
+        st["phase"] = phases[r]
+    if not states:
+        return f"{reason} (no rank reported a phase)"
+    blamed = _blamed(states, sorted(states))
+    if blamed and len(blamed) < len(states):
+        peers = "; ".join(_describe(states[r], False) for r in sorted(states) if r not in blamed)
+        return (f"{_stopped_head(states, blamed)} ({reason}; {'its' if len(blamed) == 1 else 'their'} peers "
+                f"were waiting for {'it' if len(blamed) == 1 else 'them'}: {peers})")
+    return f"{reason} ({'; '.join(_describe(states[r], False) for r in sorted(states))})"
+
+
+def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, errors: list, done: set) -> LaunchOutcome:
+    """The job failed without a trusted result: find the root cause among the ranks.
+    1. a rank that died without a word (a signal other than the NCCL watchdog's abort, os._exit):
+       `crash`; its peers then fail inside a collective.
+    2. a rank whose own error is not a failed wait for peers: its category (runtime_error, ...).
+    3. a rank stopped by torchrun in candidate code while its peers timed out waiting for it:
+       `timeout` naming it (the rank that stopped progressing), then its peers.
+    4. otherwise the first error, or the first rank the watchdog aborted (timed out waiting).
+    Ranks that torchrun stopped (SIGTERM/SIGKILL) are consequences, unless rule 3 applies."""
+    order = {"candidate": 0, "reference": 1, "harness": 2}
+    errors = sorted(errors, key=lambda e: (order.get(e.get("where"), 3), e.get("time", 0)))
+    torchrun_log = tail(job_dir / "logs" / "torchrun.log", 20000)
+    states = _rank_states(job_dir, candidate_path, nproc, errors, torchrun_log)
+    summary = any(st["exit"] is not None for st in states.values())
+    root = _root_cause(torchrun_log)
+    stop_codes = (-signal.SIGTERM, -signal.SIGKILL)
+
+    def others(r, with_error=True):
+        rest = "; ".join(_describe(states[p], with_error) for p in sorted(states) if p != r)
+        return f" (other ranks: {rest})" if rest else ""
+
+    def first(ranks):   # torchrun's root cause first, then by rank
+        return sorted(ranks, key=lambda r: (r != root, r))
+
+    silent = [r for r, st in states.items() if st["error"] is None and r not in done]
+    dead = [r for r in silent if not states[r]["watchdog"] and (
+        (states[r]["exit"] is not None and states[r]["exit"] not in stop_codes and states[r]["exit"] != 0)
+        or (summary and rc != 0 and states[r]["exit"] is None))]
+    if dead:
+        r = first(dead)[0]
+        st = states[r]
+        how = _describe_exit(st["exit"] if st["exit"] is not None else 0)
+        where = f' in "{st["phase"]}"' if st["phase"] else ""
+        at = f", at {st['at']['where']}" if st["at"] and st["at"]["where"] else ""
+        return LaunchOutcome("failed", "crash", f"rank {r} died ({how}) without reporting an error{where}{at}"
+                             + others(r), returncode=rc,
+                             log_tail=logs_tail(job_dir, {r}) or clean_log(torchrun_log)[-TAIL_CHARS:])
+
+    def reported(e):    # the rank's own error; a signal it died of after writing it is noted
+        out = _error_outcome(job_dir, e, rc)
+        code = states[e["rank"]]["exit"]
+        if code is not None and code < 0 and code not in stop_codes:
+            out.message += f" [rank {e['rank']} then died: {_describe_exit(code)}]"
+        return out
+
+    raised = [e for e in errors if not waited_error(e)]
+    if raised:
+        return reported(raised[0])
+    waited = [r for r, st in states.items() if (st["error"] and waited_error(st["error"]))
+              or (st["error"] is None and st["watchdog"])]
+    stopped = [r for r in silent if not states[r]["watchdog"] and (states[r]["exit"] in stop_codes or not summary)]
+    blamed = _blamed(states, stopped) if waited else []
+    if blamed:
+        n = len(blamed)
+        peers = "; ".join(_describe(states[p]) for p in sorted(states) if p not in blamed)
+        msg = (f"{_stopped_head(states, blamed)} ({'its' if n == 1 else 'their'} peers timed out waiting for "
+               f"{'it' if n == 1 else 'them'}: {peers})")
+        return LaunchOutcome("failed", "timeout", msg, returncode=rc,
+                             log_tail=logs_tail(job_dir, set(blamed) | set(waited[:1])))
+    if errors:
+        out = reported(errors[0])
+        if waited_error(errors[0]):
+            out.message += others(errors[0]["rank"])
+        return out
+    aborted = [r for r in silent if states[r]["watchdog"]]
+    if aborted:
+        r = first(aborted)[0]
+        st = states[r]
+        how = _describe_exit(st["exit"]) if st["exit"] is not None else "aborted"
+        return LaunchOutcome("failed", "crash", f'rank {r} died ({how}): it timed out waiting for its peers in '
+                             f'"{st["phase"]}" ({st["watchdog"]})' + others(r, False),
+                             returncode=rc, log_tail=logs_tail(job_dir, {r}))
+    missing = sorted(set(range(nproc)) - done)
+    if rc == 0:
+        return LaunchOutcome("failed", "crash", f"torchrun exited 0 but rank(s) {missing} never finished the "
+                             "protocol (exited early?)", returncode=rc, log_tail=logs_tail(job_dir))
+    return LaunchOutcome("failed", "crash", f"torchrun exited with {rc}; rank(s) {missing} did not finish",
+                         returncode=rc, log_tail=clean_log(torchrun_log)[-TAIL_CHARS:] + logs_tail(job_dir))

@@ -1,0 +1,190 @@
+"""The contract between the pytest process and the rank processes. Standard library only: both
+sides import it (the ranks before torch), and `python -c "import pytest_kernelbench.protocol"`
+works anywhere.
+
+- `Failure` and `Outcome`: every category a record can carry, used by every producer and by the
+  metrics.
+- `JobSpec` (with `TimingSpec`): what one torchrun job runs, written as job.json by the launcher
+  and read by every rank; one set of defaults, unknown fields refused.
+- The job folder's layout (`JobLayout`), the done mark that makes a result trusted, the heartbeat
+  mark of setup time, and the two small helpers both sides need (atomic writes, the child
+  PYTHONPATH).
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+# marks a heartbeat phase whose time is on the compile budget, not the item's deadline
+SETUP_MARK = "(first call: setup/compile)"
+
+
+class Outcome(str, enum.Enum):
+    PASSED = "passed"
+    FAILED = "failed"       # the candidate's doing: one Failure category
+    ERROR = "error"         # no result, for a reason that is not the candidate's (still counted)
+    SKIPPED = "skipped"     # cannot run here; counted apart, with its reason
+
+
+class Failure(str, enum.Enum):
+    # the candidate's
+    NO_CODE = "no_code"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    CRASH = "crash"
+    MISMATCH = "mismatch"
+    TIMEOUT = "timeout"
+    FORBIDDEN_CALL = "forbidden_call"
+    UNSAFE = "unsafe"
+    # not the candidate's (outcome error)
+    API_ERROR = "api_error"
+    INVALID_PROBLEM = "invalid_problem"
+    HARNESS_ERROR = "harness_error"
+
+
+CANDIDATE_FAILURES = tuple(f.value for f in Failure if f not in (Failure.API_ERROR, Failure.INVALID_PROBLEM,
+                                                                     Failure.HARNESS_ERROR))
+
+
+class SpecError(ValueError):
+    """A job.json that does not match JobSpec (a launcher and worker of different versions)."""
+
+
+def _from_dict(cls, data: dict):
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise SpecError(f"{cls.__name__}: unknown field {unknown[0]!r}")
+    return cls(**data)
+
+
+@dataclass
+class TimingSpec:
+    enabled: bool = True
+    rounds: int = 16             # rounded up to even (each side first equally often), at least 6
+    warmup: int = 5
+    round_s: float = 0.025       # target length of one round
+    max_iters: int = 5000        # calls per round at most
+    thread_wait_s: float = 10.0  # how long a round waits for the candidate's threads
+    l2_bytes: int = 0            # 0: the device's L2 size (timing input sets span 3x L2)
+    max_sets: int = 64
+    set_budget_bytes: int = 8 << 30
+
+    @classmethod
+    def for_device(cls, device: str, enabled: bool = True, rounds: int | None = None) -> "TimingSpec":
+        # CPU runs check the protocol's logic (gloo numbers are not speed); GPU runs are the real thing
+        base = cls(rounds=6, warmup=2, round_s=0.01, max_iters=200) if device == "cpu" else cls()
+        base.enabled = enabled
+        if rounds:
+            base.rounds = rounds
+        return base
+
+
+@dataclass
+class JobSpec:
+    token: str                   # KB_JOB_TOKEN: marks every process of the job
+    problem: str                 # "<category>/<name>"
+    harness_path: str
+    reference_path: str
+    candidate_path: str
+    problem_dir: str
+    device: str                  # cpu | cuda
+    dtype: str
+    sizes: dict                  # name -> the size's configuration
+    size_order: list
+    protected: list = field(default_factory=list)   # folders the candidate may not read
+    trials: int = 2
+    forbid: list = field(default_factory=list)      # API families (problem.FORBID_FAMILIES)
+    inplace: bool = False
+    tolerance: dict = field(default_factory=lambda: {"atol": 1e-4, "rtol": 1e-4})
+    timing: TimingSpec = field(default_factory=TimingSpec)
+    pg_timeout_s: float = 20.0   # short, so a hang after the first call surfaces fast
+    compile_timeout_s: float = 600.0
+    allow_multicast: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "JobSpec":
+        data = dict(data)
+        data["timing"] = _from_dict(TimingSpec, data.get("timing") or {})
+        return _from_dict(cls, data)
+
+    def write(self, path: Path):
+        atomic_write(path, json.dumps(self.to_dict(), indent=1))
+
+    @classmethod
+    def read(cls, path) -> "JobSpec":
+        with open(path) as f:
+            return cls.from_dict(json.load(f))
+
+
+class JobLayout:
+    """The job folder: what the launcher writes, what each rank writes, what is trusted.
+
+        job.json            the JobSpec (launcher)
+        secret              signing key + input nonce; read by every rank at start, deleted by
+                            rank 0 before any candidate code runs
+        hb/rank<R>          "<unix time> <phase>", replaced atomically (heartbeat)
+        logs/rank<R>.log    the rank's stdout+stderr; logs/torchrun.log torchrun's
+        error/rank<R>.json  why the rank gave up: {rank, category, message, where, traceback, time}
+        done/rank<R>        done_mark() of the job: the rank finished the protocol
+        result.json         rank 0's result once every rank finished
+        cwd/, tmp/          the ranks' working and temporary folders
+    """
+
+    SUBDIRS = ("hb", "logs", "error", "done")
+
+    def __init__(self, job_dir):
+        self.dir = Path(job_dir)
+        self.job = self.dir / "job.json"
+        self.secret = self.dir / "secret"
+        self.result = self.dir / "result.json"
+        self.cwd = self.dir / "cwd"
+        self.tmp = self.dir / "tmp"
+        self.logs = self.dir / "logs"
+
+    def heartbeat(self, rank: int) -> Path:
+        return self.dir / "hb" / f"rank{rank}"
+
+    def log(self, rank: int) -> Path:
+        return self.logs / f"rank{rank}.log"
+
+    def error(self, rank: int) -> Path:
+        return self.dir / "error" / f"rank{rank}.json"
+
+    def done(self, rank: int) -> Path:
+        return self.dir / "done" / f"rank{rank}"
+
+
+def done_mark(key: str | None, token: str, rank: int, result_bytes: bytes = b"") -> str:
+    """What done/rank<R> holds: an HMAC, under the job's secret key, of the token, the rank and
+    (rank 0) the bytes of result.json. Without a key (an old launcher), the token."""
+    if not key:
+        return token
+    msg = f"{token}|done|{rank}|{hashlib.sha256(result_bytes).hexdigest()}".encode()
+    return hmac.new(key.encode(), msg, hashlib.sha256).hexdigest()
+
+
+def atomic_write(path, text: str):
+    """Readers see the old file or the new one, never half of one (a temporary file beside it,
+    named per process, then rename)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def child_pythonpath(env: dict | None = None) -> str:
+    """PYTHONPATH for a child process that must import this package (the job's ranks, the shape
+    probe, the calibration): the package's parent first, then what was there."""
+    env = os.environ if env is None else env
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != PACKAGE_PARENT]
+    return os.pathsep.join([PACKAGE_PARENT, *rest])

@@ -1,0 +1,113 @@
+"""The package's structure (issue 12): the protocol imports without torch, no import cycle among
+the package's modules, the job contract has one set of defaults, the README's test command is
+what CI runs."""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kbrun import REPO
+
+sys.path.insert(0, str(REPO))
+from pytest_kernelbench import metrics, protocol  # noqa: E402
+
+PACKAGE = REPO / "pytest_kernelbench"
+
+
+def test_protocol_imports_without_torch():
+    code = "import sys; sys.modules['torch'] = None; import pytest_kernelbench.protocol as p; print(p.JobSpec.pg_timeout_s)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "20.0", proc.stderr
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(REPO).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Modules of the package that `path` imports at module level (function-level imports are
+    deferred on purpose and do not form import-time cycles)."""
+    mod = _module_name(path)
+    pkg = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("pytest_kernelbench"):
+                found.add(target)
+                for alias in node.names:     # `from . import x` imports the module x
+                    found.add(f"{target}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("pytest_kernelbench")}
+    return found
+
+
+def test_no_import_cycle_among_the_package_modules():
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {m: {t for t in _imports(p) if t in files and t != m} for m, p in files.items()}
+    state, stack = {}, []
+
+    def visit(m):
+        state[m] = "open"
+        stack.append(m)
+        for t in sorted(graph[m]):
+            if state.get(t) == "open":
+                cycle = stack[stack.index(t):] + [t]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+def test_no_module_level_run_state():
+    """Run state lives on plugin objects (run.BenchRun, run.ReportWriter), never in module globals."""
+    text = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py"))
+    assert not re.search(r"\b(SESSION|_CONFIG|_PREFETCHED)\b", text)
+
+
+def test_job_spec_round_trips_and_refuses_unknown_fields(tmp_path):
+    spec = protocol.JobSpec(token="t", problem="c/p", harness_path="h", reference_path="r", candidate_path="c",
+                            problem_dir="d", device="cpu", dtype="float32", sizes={"tiny": {"n": 4}},
+                            size_order=["tiny"], timing=protocol.TimingSpec.for_device("cpu", rounds=8))
+    spec.write(tmp_path / "job.json")
+    back = protocol.JobSpec.read(tmp_path / "job.json")
+    assert back == spec and back.timing.rounds == 8 and back.timing.warmup == 2
+    data = json.loads((tmp_path / "job.json").read_text())
+    data["enforce_forbid"] = True
+    with pytest.raises(protocol.SpecError, match="unknown field 'enforce_forbid'"):
+        protocol.JobSpec.from_dict(data)
+
+
+def test_metrics_categories_are_the_protocol_failures():
+    assert set(metrics.CATEGORIES) == {f.value for f in protocol.Failure}
+    assert "unsafe" in metrics.CATEGORIES and "api_error" in metrics.CATEGORIES
+    assert "edit_outside_region" not in metrics.CATEGORIES       # nothing produces it yet
+
+
+def test_ci_runs_the_readme_test_command_in_a_fresh_venv():
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("**The tests**", 1)[1]
+    command = next(ln.strip() for ln in block.splitlines() if ln.startswith("    ") and ln.strip())
+    ci = (REPO / ".ci" / "run").read_text()
+    assert command in ci.splitlines(), command
+    assert "python3 -m venv" in ci and ci.index("python3 -m venv") < ci.index(command)
