@@ -71,7 +71,7 @@ def shared_text(root: Path, src: str) -> str:
         body += "\n"
     if "'''" in body:
         raise GenError(f"{src}: contains ''' (the copy sits inside a Python r''' string)")
-    if any(BEGIN.match(l) or END.match(l) for l in body.splitlines()):
+    if any(BEGIN.match(line) or END.match(line) for line in body.splitlines()):
         raise GenError(f"{src}: contains a shared-region marker line")
     why = _scan(body)
     if why:

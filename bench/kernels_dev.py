@@ -39,8 +39,8 @@ import zlib
 os.environ.setdefault("KB_SPIN_TIMEOUT_S", "20")
 warnings.filterwarnings("ignore", category=FutureWarning)
 
-import torch
-import torch.distributed as dist
+import torch  # noqa: E402 - after the environment above
+import torch.distributed as dist  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OPS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"]
@@ -262,7 +262,7 @@ def mixed_sizes(mods, sizes, rank, device):
     """Back-to-back calls over several sizes and every op, defaults, checked at the end."""
     seq = []
     w = dist.get_world_size()
-    for rep in range(2):
+    for _rep in range(2):
         for n in sizes:
             for op in mods:
                 if n % w == 0 or op in ("all_reduce", "all_gather"):
@@ -422,7 +422,7 @@ def main():
                 continue
             xs = [make_input(op, n, 1 + i, rank, device) for i in range(4)]
             iters = iters_for(n)
-            t_nccl, _ = bench(lambda x: nccl_ref(op, x), xs, iters)
+            t_nccl, _ = bench(lambda x, op=op: nccl_ref(op, x), xs, iters)
             if args.variants == "all":
                 vs = list(VARIANTS[op])
                 if 2 * n <= (1 << 20) and not args.no_large_extra:

@@ -55,13 +55,13 @@ def measure(repeats: int = 10) -> dict:
     # HBM: a 4 GiB device copy, bytes read + written
     a = torch.empty(1 << 31, dtype=torch.float16, device=dev0)
     b = torch.empty_like(a)
-    out["hbm_bw"] = _best_rate(lambda: b.copy_(a), 2 * a.numel() * a.element_size(), repeats)
+    out["hbm_bw"] = _best_rate(lambda a=a, b=b: b.copy_(a), 2 * a.numel() * a.element_size(), repeats)
     del a, b
     # dense bf16 matrix rate on random data
     m = 8192
     x = torch.randn(m, m, device=dev0, dtype=torch.bfloat16)
     y = torch.randn(m, m, device=dev0, dtype=torch.bfloat16)
-    out["peak_flops"] = _best_rate(lambda: torch.mm(x, y), 2 * m ** 3, repeats)
+    out["peak_flops"] = _best_rate(lambda x=x, y=y: torch.mm(x, y), 2 * m ** 3, repeats)
     del x, y
     if n_gpu > 1:
         try:

@@ -87,7 +87,8 @@ def item_band(sizes: list[dict]) -> tuple[float, float] | None:
     bands = [s.get("band") for s in sizes]
     if not bands or any(b is None for b in bands):
         return None
-    return geomean([b[0] for b in bands]), geomean([b[1] for b in bands])
+    lo, hi = geomean([b[0] for b in bands if b]), geomean([b[1] for b in bands if b])
+    return (lo, hi) if lo is not None and hi is not None else None
 
 
 def item_score(sizes: list[dict]) -> float | None:
@@ -118,7 +119,7 @@ def aggregate(items: list[dict]) -> dict:
     passed = [i for i in done if i["outcome"] == "passed"]
     scores = [i.get("score") for i in passed]
     gm = geomean(scores)
-    tiers = defaultdict(int)
+    tiers: dict[str, int] = defaultdict(int)
     for i in passed:
         if i.get("verdict"):
             tiers[i["verdict"]] += 1

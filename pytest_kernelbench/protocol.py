@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -182,9 +183,9 @@ def atomic_write(path, text: str):
     os.replace(tmp, path)
 
 
-def child_pythonpath(env: dict | None = None) -> str:
+def child_pythonpath(env: Mapping[str, str] | None = None) -> str:
     """PYTHONPATH for a child process that must import this package (the job's ranks, the shape
     probe, the calibration): the package's parent first, then what was there."""
-    env = os.environ if env is None else env
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != PACKAGE_PARENT]
+    current = (os.environ if env is None else env).get("PYTHONPATH", "")
+    rest = [p for p in current.split(os.pathsep) if p and p != PACKAGE_PARENT]
     return os.pathsep.join([PACKAGE_PARENT, *rest])

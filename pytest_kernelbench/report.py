@@ -9,7 +9,7 @@ from pathlib import Path
 from . import metrics
 from .protocol import atomic_write
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2   # schemas/report.schema.json
 
 
 class JsonlLog:
@@ -44,7 +44,7 @@ def latest_by_item(items: list[dict]) -> list[dict]:
     """One record per (nodeid, sample): the last one written wins, except that a refinement
     round marked best (model candidates: every round is a record, "best" marks the sample's
     result) is not displaced by the item's other rounds."""
-    seen = {}
+    seen: dict[tuple, dict] = {}
     for i in items:
         key = (i.get("nodeid"), i.get("sample"))
         prev = seen.get(key)
@@ -93,16 +93,16 @@ def _note(i: dict, width: int = 90) -> str:
 
 
 def table(items: list[dict]) -> list[str]:
-    rows = [("problem", "W", "dev", "candidate", "outcome", "speedup [noise band]", "verdict", "roof%", "wall s", "note")]
+    rows: list[tuple[str, ...]] = [("problem", "W", "dev", "candidate", "outcome", "speedup [noise band]", "verdict", "roof%", "wall s", "note")]
     for i in sorted(latest_by_item(items), key=lambda i: (i.get("problem") or "", i.get("sample") or 0)):
         outcome = i["outcome"] if i["outcome"] not in ("failed", "error") else f"{i['outcome']}:{i.get('failure')}"
         roof = (i.get("roofline") or {}).get("candidate")
-        name = i.get("problem") or i.get("nodeid")
+        name = str(i.get("problem") or i.get("nodeid"))
         if i.get("sample") is not None:
             name += f" #{i['sample']}"
-        rows.append((name, str(i.get("world_size") or "-"), i.get("device") or "-",
-                     (i.get("candidate") or {}).get("label", "-"), outcome + (" (suspect)" if i.get("suspect") else ""),
-                     _speed_cell(i), i.get("verdict") or "-",
+        rows.append((name, str(i.get("world_size") or "-"), str(i.get("device") or "-"),
+                     str((i.get("candidate") or {}).get("label", "-")), outcome + (" (suspect)" if i.get("suspect") else ""),
+                     _speed_cell(i), str(i.get("verdict") or "-"),
                      _fmt(roof * 100 if roof is not None else None, "{:.0f}%"), _fmt(i.get("wall_s"), "{:.1f}"),
                      _note(i)))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]

@@ -176,6 +176,12 @@ class ReportWriter:
         config = {"run_id": self.run.run_id, "nonce": self.run.nonce, "settings": asdict(self.run.settings),
                   "identity": self.run.identity, "args": list(session.config.invocation_params.args)}
         self.doc = report.write_json(self.run.json_path, self.run.machine, config, items)
+        run_dir = self.run.json_path.with_suffix("")
+        for d in (run_dir / "jobs", run_dir):     # every job passed and was removed: leave no empty folder
+            try:
+                d.rmdir()
+            except OSError:
+                pass
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         tr = terminalreporter

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 def totals(items: list[dict]) -> dict | None:
     """Sum of the items' costs, or None when no item came from a model."""
-    costs = [i.get("cost") for i in items if isinstance(i.get("cost"), dict)]
+    costs: list[dict] = [c for c in (i.get("cost") for i in items) if isinstance(c, dict)]
     if not costs:
         return None
-    out = {"calls": 0, "cached_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0, "usd_known": True}
+    out: dict = {"calls": 0, "cached_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "usd": 0.0, "usd_known": True}
     for c in costs:
         for k in ("calls", "cached_calls", "prompt_tokens", "completion_tokens"):
             out[k] += c.get(k) or 0

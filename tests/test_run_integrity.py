@@ -250,3 +250,16 @@ def test_errors_count_in_every_rate():
     assert a["pass_rate"] == pytest.approx(1 / 3) and a["pass_good"] == pytest.approx(1 / 3)
     assert a["failures"] == {"api_error": 1, "mismatch": 1}
     assert a["skip_reasons"] == {"needs 4 CUDA GPUs": 1}
+
+
+def test_the_report_validates_against_the_published_schema(mixed):
+    import jsonschema
+    schema = json.loads((REPO / "pytest_kernelbench" / "schemas" / "report.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(mixed["doc"])
+
+
+def test_a_run_whose_items_all_pass_leaves_no_empty_run_folder(tmp_path):
+    problems, solutions = make_tree(tmp_path, {"p": RING})
+    proc, doc = run(tmp_path, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2", "--kb-timing=off")
+    assert doc["items"][0]["outcome"] == "passed", proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("report")) == ["report.json", "report.jsonl"]

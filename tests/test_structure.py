@@ -111,3 +111,24 @@ def test_ci_runs_the_readme_test_command_in_a_fresh_venv():
     ci = (REPO / ".ci" / "run").read_text()
     assert command in ci.splitlines(), command
     assert "python3 -m venv" in ci and ci.index("python3 -m venv") < ci.index(command)
+
+
+# ---- lint and types: part of the test command, so CI enforces them ------------------------------
+TYPED = ["pytest_kernelbench/protocol.py", "pytest_kernelbench/metrics.py", "pytest_kernelbench/report.py",
+         "pytest_kernelbench/problem.py"]
+
+
+def _tool(module: str, *args) -> subprocess.CompletedProcess:
+    import importlib.util
+    assert importlib.util.find_spec(module), f"{module} is missing: pip install -e '.[llm,test]'"
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_ruff_finds_nothing():
+    proc = _tool("ruff", "check", "pytest_kernelbench", "tests", "bench")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_on_the_typed_modules():
+    proc = _tool("mypy", "--no-error-summary", *TYPED)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
