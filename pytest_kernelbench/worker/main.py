@@ -4,9 +4,10 @@ For each size: trials (fresh rank-dependent inputs; the candidate first on one c
 reference on another, so that no reference output exists while candidate code runs; compare),
 then side-by-side timing and an anti-caching check on refilled buffers (all ranks, then only
 some ranks, with new values).
-A rank that hits an error in candidate code writes error/rank<R>.json and exits at once, so
-torchrun tears the job down; verdicts (mismatch, forbidden call) are agreed across ranks and
-written by rank 0 to result.json, with exit 0.
+Two ways out, each handled in one place (main): a rank that hits an error on its own raises
+ItemFailed, which becomes error/rank<R>.json and exit 3 (torchrun tears the job down); verdicts
+agreed across ranks (mismatch, forbidden call) raise AgreedFailure, which becomes rank 0's
+result.json and exit 0. The checks themselves are plain functions in checks.py.
 """
 from __future__ import annotations
 
@@ -17,12 +18,30 @@ import math
 import os
 import sys
 import time
+from contextlib import contextmanager
 
 from ..protocol import SETUP_MARK, JobLayout, JobSpec
+from . import checks, compare
 from .files import JobFiles, load_module
 
 COMPILE_MARKERS = ("cpp_extension", "Error building extension", "CalledProcessError", "nvcc", "ninja", "triton.compiler")
 THREAD_WAIT_S = 2.0
+
+
+class ItemFailed(Exception):
+    """This rank cannot go on: the item fails with `category` (the error file says why)."""
+
+    def __init__(self, category: str, message: str, where: str, exc: BaseException | None = None):
+        super().__init__(message)
+        self.category, self.message, self.where, self.exc = category, message, where, exc
+
+
+class AgreedFailure(Exception):
+    """Every rank agreed on the item's failure (the first failing rank's verdict)."""
+
+    def __init__(self, failure: dict, record: dict):
+        super().__init__(failure["message"])
+        self.failure, self.record = failure, record
 
 
 class Rank:
@@ -47,17 +66,26 @@ class Rank:
 
     # ---- failure paths -------------------------------------------------------------------
     def die(self, category: str, message: str, where: str, exc=None):
-        """Unrecoverable on this rank: record why and leave now; torchrun stops the others."""
+        """Unrecoverable on this rank: main() records why and leaves; torchrun stops the others."""
+        raise ItemFailed(category, message, where, exc)
+
+    def write_failure(self, f: ItemFailed):
+        if getattr(self, "shield", None) is not None:
+            self.shield.armed = False
+        if getattr(self, "forbid", None) is not None:
+            self.forbid.active = False
+        self.files.error(f.category, f.message, f.where, f.exc)
+
+    @contextmanager
+    def armed(self, forbid: bool = True):
+        """Candidate code runs: file shield armed and (unless `forbid` is off) forbidden calls counted."""
+        self.forbid.active = forbid
+        self.shield.armed = True
         try:
-            if getattr(self, "shield", None) is not None:
-                self.shield.armed = False
-            if getattr(self, "forbid", None) is not None:
-                self.forbid.active = False
-            self.files.error(category, message, where, exc)
-            sys.stdout.flush()
-            sys.stderr.flush()
+            yield
         finally:
-            os._exit(3)
+            self.forbid.active = False
+            self.shield.armed = False
 
     def agree(self, obj) -> list:
         out = [None] * self.world
@@ -115,9 +143,9 @@ class Rank:
     def import_candidate(self):
         t0 = time.perf_counter()
         self.files.heartbeat("import candidate")
-        self.shield.armed = True
         try:
-            mod = load_module(self.job.candidate_path, "kb_candidate", register=True)
+            with self.armed(forbid=False):
+                mod = load_module(self.job.candidate_path, "kb_candidate", register=True)
         except BaseException as e:  # noqa: BLE001 - untrusted code may raise anything
             text = f"{type(e).__name__}: {e}"
             import traceback
@@ -128,8 +156,6 @@ class Rank:
             if violation:
                 self.die("forbidden_call", f"importing the candidate: {violation} ({text})", "candidate", e)
             self.die("compile_error" if compile_like else "runtime_error", f"importing the candidate: {text}", "candidate", e)
-        finally:
-            self.shield.armed = False
         self.candidate = getattr(mod, "solution", None)
         if not callable(self.candidate):
             self.die("compile_error", "the candidate module defines no callable solution()", "candidate")
@@ -205,34 +231,27 @@ class Rank:
                 self.warnings.append(note)
 
     def call_candidate(self, args, phase, watch_dispatch: bool, first: bool = False):
-        from . import compare
         self.files.heartbeat(f"{phase}, candidate call {SETUP_MARK}" if first else f"{phase}, candidate call")
-        self.forbid.active = True
-        self.shield.armed = True
         mode = self.forbid.dispatch_mode() if watch_dispatch and self.forbid.families else None
         try:
-            if mode is not None:
-                with mode:
+            with self.armed():
+                if mode is not None:
+                    with mode:
+                        out = self.candidate(*args)
+                else:
                     out = self.candidate(*args)
-            else:
-                out = self.candidate(*args)
-            # the outputs (and in-place results) as they are at return, copied in stream order
-            # before any synchronize: work still running on a thread or on an unjoined side
-            # stream shows up as a difference
-            watched = (out, args) if self.job.inplace else out
-            at_return = compare.clone(watched)
-            left = self.clocks.sync(THREAD_WAIT_S)
+                # the outputs (and in-place results) as they are at return, copied in stream order
+                # before any synchronize: work still running on a thread or on an unjoined side
+                # stream shows up as a difference
+                watched = (out, args) if self.job.inplace else out
+                at_return = compare.clone(watched)
+                left = self.clocks.sync(THREAD_WAIT_S)
         except BaseException as e:  # noqa: BLE001
-            self.forbid.active = False
-            self.shield.armed = False
             self.check_unsafe(phase, e)
             violation = self.violations()
             if violation:
                 self.die("forbidden_call", f"{phase}: {violation} ({type(e).__name__}: {e})", "candidate", e)
             self.die("runtime_error", f"{phase}: {type(e).__name__}: {e}", "candidate", e)
-        finally:
-            self.forbid.active = False
-            self.shield.armed = False
         self.check_unsafe(phase)
         if left:
             self.die("runtime_error", f"{phase}: solution() returned while Python threads it started were still "
@@ -270,26 +289,10 @@ class Rank:
 
     # ---- checking ----------------------------------------------------------------------------
     def check(self, out, expected, cand_in, ref_in, pristine) -> tuple[str | None, str | None, float]:
-        """(category, message, max error) of one candidate call against the reference."""
-        from . import compare
-        msg = compare.structure(out, expected)
-        err = 0.0
-        if msg is None and hasattr(self.harness, "check"):
-            try:
-                self.harness.check(out, expected, cand_in, dict(self.job.tolerance))
-            except AssertionError as e:
-                msg = f"{e}"
-        elif msg is None:
-            msg, err = compare.values(out, expected, self.job.tolerance)
-        if msg is None and self.job.inplace:
-            msg, _ = compare.values(cand_in, ref_in, self.job.tolerance, "input")
-            msg = msg and f"in-place result wrong: {msg}"
-        elif msg is None:
-            msg = compare.unchanged(cand_in, pristine) or compare.aliasing(out, cand_in)
-        return ("mismatch" if msg else None), msg, err
+        return checks.check_call(out, expected, cand_in, ref_in, pristine, self.job.tolerance, self.job.inplace,
+                                 getattr(self.harness, "check", None))
 
     def run_size(self, size: str) -> dict:
-        from . import compare
         record = {"name": size, "config": self.job.sizes[size], "trials": []}
         try:
             record["cost"] = {k: float(v) for k, v in self.harness.cost(self.job.sizes[size], self.world, self.dtype).items()}
@@ -316,10 +319,10 @@ class Rank:
             ref_in = compare.clone(pristine)
             expected = self.call_reference(ref_in, phase)
             category, msg, err = self.check(out, expected, cand_in, ref_in, pristine)
-            if category is None and not self.job.inplace:
+            if category is None:
                 # earlier outputs are held: one storage returned again is a reused buffer, whose
                 # earlier "outputs" were overwritten (right at each check, stale for the caller)
-                msg = compare.distinct([o for _, o in held] + [out])
+                msg = checks.check_reuse([o for _, o in held], out, self.job.inplace)
                 category = "mismatch" if msg else None
             violation = self.violations() if not first_call else self._first_call_violations()
             if violation:
@@ -352,12 +355,11 @@ class Rank:
         bad = [(r, v) for r, v in enumerate(everyone) if v["category"]]
         if bad:
             r, v = bad[0]
-            self.finish(failed={"category": v["category"], "rank": r, "phase": phase,
-                                "message": f"rank {r}, {phase}: {v['message']}"}, current=record)
+            raise AgreedFailure({"category": v["category"], "rank": r, "phase": phase,
+                                 "message": f"rank {r}, {phase}: {v['message']}"}, record)
 
     # ---- timing ------------------------------------------------------------------------------
     def time_size(self, size: str, record: dict, expected):
-        from . import compare
         from .timing import Timing, summarize
         t0 = time.perf_counter()
         torch = self.torch
@@ -380,6 +382,7 @@ class Rank:
                 compare.refill(s, self.make_inputs(size, f"round{round_no}set{k}"))
 
         def candidate_guard(active: bool):
+            # Timing arms and disarms around each candidate round (a callback, not a with-block)
             self.forbid.active = active
             self.shield.armed = active
             if not active:
@@ -398,6 +401,8 @@ class Rank:
         timer = Timing(self.clocks, self.agree_max, self.files.heartbeat, tcfg)
         try:
             measured = timer.run(f"size {size}", ref, cand, sets, refill, candidate_guard)
+        except ItemFailed:
+            raise                           # the guards' own verdict (unsafe, ...) stands
         except BaseException as e:  # noqa: BLE001 - candidate code ran inside
             self.die("runtime_error", f"size {size}, timing: {type(e).__name__}: {e}", "candidate", e)
         if measured["leftover_threads"]:
@@ -416,40 +421,18 @@ class Rank:
         record["timing_s"] = time.perf_counter() - t0
 
     def after_timing_check(self, size, sets, refill) -> dict:
-        """Refill the timing buffers (same pointers, new values) and check every output: a cache
-        keyed on pointer, id or shape now returns stale data. Then a second pass in which only
-        some ranks get new values (which ones alternates by set): an answer memoized on this
-        rank's own input (a few of its values, or all of them) is stale too, because the expected
-        result also depends on the other ranks' inputs."""
-        from . import compare
+        """The anti-caching passes (checks.after_timing) on this rank's timing buffers."""
         phase = f"size {size}, check after timing"
-        found = None
-        for pass_no in (1, 2):
-            if pass_no == 1:
-                refill("after")
-            else:
-                for k, s in enumerate(sets):
-                    if (self.rank + k) % 2:
-                        compare.refill(s, self.make_inputs(size, f"after2set{k}"))
-            pristine = [compare.clone(s) for s in sets]
-            # the candidate first (no reference output exists while it runs); every rank makes
-            # the same calls whatever it finds, so that collectives stay matched across ranks
-            outs = [self.call_candidate(s, phase, watch_dispatch=True) for s in sets]
-            # before the values: with one buffer returned by every call, all but the last set's
-            # outputs were overwritten, which would read as "values differ"
-            shared = None if (found or self.job.inplace) else compare.distinct(outs)
-            if shared:
-                found = {"category": "mismatch", "message": f"calls on the timing input sets: {shared}"}
-            for k, (out, s, pr) in enumerate(zip(outs, sets, pristine)):
-                ref_in = compare.clone(pr)
-                exp = self.call_reference(ref_in, phase)
-                if found is None:
-                    category, msg, _ = self.check(out, exp, s, ref_in, pr)
-                    if category:
-                        which = " (new values on some ranks only)" if pass_no == 2 else ""
-                        found = {"category": category, "message": f"input set {k}{which}: {msg}"}
-                del exp, ref_in
-            del outs, pristine
+
+        def refill_some():   # the second pass: new values on alternate ranks (which ones alternates by set)
+            for k, s in enumerate(sets):
+                if (self.rank + k) % 2:
+                    compare.refill(s, self.make_inputs(size, f"after2set{k}"))
+
+        found = checks.after_timing(
+            sets, lambda s: self.call_candidate(s, phase, watch_dispatch=True),
+            lambda s: self.call_reference(s, phase), lambda: refill("after"), refill_some,
+            self.job.tolerance, self.job.inplace, getattr(self.harness, "check", None))
         v = self.violations()
         if v:
             return {"category": "forbidden_call", "message": v}
@@ -469,17 +452,19 @@ class Rank:
             })
         self.clocks.barrier()
         self.files.done()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)  # skip interpreter/NCCL teardown: candidate state must not hang the exit
 
     def run(self):
+        """The protocol; returns when the result is written (passed or an agreed failure)."""
         self.sizes_done = []
         self.setup()
         self.import_candidate()
         t0 = time.perf_counter()
-        for size in self.job.size_order:
-            self.sizes_done.append(self.run_size(size))
+        try:
+            for size in self.job.size_order:
+                self.sizes_done.append(self.run_size(size))
+        except AgreedFailure as f:
+            self.finish(failed=f.failure, current=f.record)
+            return
         self.phases["sizes_s"] = time.perf_counter() - t0
         self.finish()
 
@@ -495,7 +480,16 @@ def main(argv=None):
     import signal
     faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
     rank = Rank(argv[0])
+    code = 0
     try:
         rank.run()
+    except ItemFailed as f:
+        code = 3
+        rank.write_failure(f)
     except BaseException as e:  # noqa: BLE001 - anything not caught above is the harness's or a torn-down peer's
-        rank.die("runtime_error", f"{type(e).__name__}: {e}", "harness", e)
+        code = 3
+        rank.write_failure(ItemFailed("runtime_error", f"{type(e).__name__}: {e}", "harness", e))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # skip interpreter/NCCL teardown: candidate state must not hang the exit
