@@ -136,20 +136,25 @@ _CPP_FRAME = re.compile(r"^\s*(?:\[rank\d+\]:\s*)?(?:frame #\d+:|Exception raise
                         r"#\d+\s+\S.* from \S+:\d+\s*$)")
 
 
-def drop_cpp_frames(text: str) -> str:
-    """`text` without C++ stack frame lines; each run of them becomes one short note."""
+def _collapse(text: str, pattern: re.Pattern, note) -> str:
+    """`text` without the lines `pattern` matches; each run of them becomes note(count)."""
     out, dropped = [], 0
     for line in text.splitlines(keepends=True):
-        if _CPP_FRAME.match(line):
+        if pattern.match(line):
             dropped += 1
             continue
         if dropped:
-            out.append(f"[{dropped} C++ stack frame line{'s' if dropped > 1 else ''} dropped]\n")
+            out.append(note(dropped))
             dropped = 0
         out.append(line)
     if dropped:
-        out.append(f"[{dropped} C++ stack frame line{'s' if dropped > 1 else ''} dropped]\n")
+        out.append(note(dropped))
     return "".join(out)
+
+
+def drop_cpp_frames(text: str) -> str:
+    """`text` without C++ stack frame lines; each run of them becomes one short note."""
+    return _collapse(text, _CPP_FRAME, lambda n: f"[{n} C++ stack frame line{'s' if n > 1 else ''} dropped]\n")
 
 
 # the harness's own frames in the Python stack a rank dumps when stopped (faulthandler's format:
@@ -160,18 +165,8 @@ _HARNESS_DUMP_FRAME = re.compile(r'^\s+File "(?:[^"]*[/\\]pytest_kernelbench[/\\
 
 def clean_log(text: str) -> str:
     """A log excerpt as reports and models see it: no C++ frames, no harness frames in stack dumps."""
-    out, dropped = [], 0
-    for line in drop_cpp_frames(text).splitlines(keepends=True):
-        if _HARNESS_DUMP_FRAME.match(line):
-            dropped += 1
-            continue
-        if dropped:
-            out.append(f"  [{dropped} harness frame{'s' if dropped > 1 else ''}]\n")
-            dropped = 0
-        out.append(line)
-    if dropped:
-        out.append(f"  [{dropped} harness frame{'s' if dropped > 1 else ''}]\n")
-    return "".join(out)
+    return _collapse(drop_cpp_frames(text), _HARNESS_DUMP_FRAME,
+                     lambda n: f"  [{n} harness frame{'s' if n > 1 else ''}]\n")
 
 
 def read_heartbeats(job_dir: Path) -> dict[int, tuple[float, str]]:

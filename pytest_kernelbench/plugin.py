@@ -15,7 +15,7 @@ from .candidates.files import CandidateError, parse_mode
 from .protocol import JobSpec
 from .problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
 from .run import BenchRun, ReportWriter, identity, is_kb_nodeid
-from .session import Settings, new_run_id
+from .session import Settings, base_record, new_run_id
 from .testcase import KB_PROBLEM, RECORDS, RUN_PLUGIN, test_problem
 from .testcase import kb_candidate, kb_placement, kb_problem, kb_session  # noqa: F401 (fixtures)
 
@@ -269,9 +269,9 @@ class BrokenProblem(pytest.Item):
         self.error = error
 
     def runtest(self):
-        self.stash[RECORDS] = [{"nodeid": self.nodeid, "problem": self.name[len("test_problem["):-1],
-                                "category": self.path.parent.parent.name, "candidate": None, "sample": None,
-                                "outcome": "error", "failure": "invalid_problem", "message": self.error}]
+        rec = base_record(None, None, self.nodeid)
+        rec.update(outcome="error", failure="invalid_problem", message=self.error)
+        self.stash[RECORDS] = [rec]
         raise ProblemError(self.path, self.error)
 
     def repr_failure(self, excinfo):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from . import hardware, report
-from .session import KBSession, Settings
+from .session import KBSession, Settings, base_record
 from .testcase import KB_PROBLEM, RECORDS, RUN_PLUGIN  # noqa: F401 (RUN_PLUGIN re-exported)
 
 FIRST_BAD = pytest.StashKey[dict]()
@@ -31,10 +31,6 @@ IDENTITY = ("candidate", "solutions", "model", "samples", "rounds", "temperature
 def is_kb_nodeid(nodeid: str) -> bool:
     path, _, rest = nodeid.partition("::")
     return path.endswith("problem.yaml") and rest.startswith("test_problem[")
-
-
-def problem_id_of(nodeid: str) -> str:
-    return nodeid.partition("::test_problem[")[2].rstrip("]")
 
 
 def identity(settings: Settings, rootdir: Path) -> dict:
@@ -219,12 +215,7 @@ def synthesized(nodeid: str, bad: dict | None, problem=None) -> dict:
     """The record of an item that ended without one: skipped with its reason, or an error (an
     exception outside the candidate's job: a fixture, the harness, pytest-timeout, a dead worker)
     that still counts in every rate."""
-    from .session import base_record
-    if problem is not None:
-        rec = base_record(problem, None, nodeid)
-    else:
-        rec = {"nodeid": nodeid, "problem": problem_id_of(nodeid), "category": problem_id_of(nodeid).split("/")[0],
-               "candidate": None, "sample": None}
+    rec = base_record(problem, None, nodeid)
     bad = bad or {"when": "call", "skipped": False, "text": "the item ended without a result"}
     if bad.get("skipped"):
         rec.update(outcome="skipped", message=bad["text"])

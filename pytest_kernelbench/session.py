@@ -218,6 +218,12 @@ class KBSession:
 
 
 def base_record(problem, candidate, nodeid: str, sample=None) -> dict:
+    """The one builder of an item record's identity. Without a loaded problem (a problem.yaml that
+    does not load, a worker that died) the id comes from the node id and the rest stays empty."""
+    if problem is None:
+        pid = nodeid.partition("::test_problem[")[2].rstrip("]")
+        return {"nodeid": nodeid, "problem": pid, "title": None, "category": pid.split("/")[0],
+                "parallelism": [], "difficulty": None, "libraries": [], "sample": sample, "candidate": None}
     return {
         "nodeid": nodeid, "problem": problem.id, "title": problem.title, "category": problem.category,
         "parallelism": list(problem.parallelism), "difficulty": problem.difficulty,

@@ -16,6 +16,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PROBLEMS = REPO / "problems"
 
+# an honest all_reduce candidate: a point-to-point ring, legal where only collectives are forbidden
+RING = """import torch.distributed as dist
+
+def solution(x):
+    # point-to-point ring: legal where only collectives are forbidden
+    rank, world = dist.get_rank(), dist.get_world_size()
+    acc, buf = x.float(), x.clone()
+    for step in range(1, world):
+        req = dist.isend(x, (rank + step) % world)
+        dist.recv(buf, (rank - step) % world)
+        req.wait()
+        acc += buf.float()
+    return acc.to(x.dtype)
+"""
+
 
 def plugin_args() -> list[str]:
     """The README's no-install route; with the package installed too, the entry point (named after

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kbrun import PROBLEMS, REPO, by_problem, make_tree, run
+from kbrun import PROBLEMS, REPO, RING, by_problem, make_tree, run
 from llm_stub import StubServer
 
 sys.path.insert(0, str(REPO))
@@ -35,22 +35,7 @@ PRICED_MODEL = "openai/gpt-4o"      # litellm's offline price map knows it: $2.5
 # No LITELLM_LOCAL_MODEL_COST_MAP here: the plugin must set it itself before importing litellm.
 ENV = {"OPENAI_API_KEY": "stub-key", "KB_LLM_BACKOFF_S": "0.05"}
 
-GOOD_CODE = """import torch
-import torch.distributed as dist
-
-
-def solution(x: torch.Tensor) -> torch.Tensor:
-    # ring of point-to-point transfers: every rank adds every other rank's x
-    rank, world = dist.get_rank(), dist.get_world_size()
-    acc = x.float()
-    buf = x.clone()
-    for step in range(1, world):
-        send = dist.isend(x, (rank + step) % world)
-        dist.recv(buf, (rank - step) % world)
-        send.wait()
-        acc += buf.float()
-    return acc.to(x.dtype)
-"""
+GOOD_CODE = RING
 WRONG_CODE = GOOD_CODE.replace("    return acc.to(x.dtype)", "    acc[5] += 3.0 if rank == 1 else 0.0\n    return acc.to(x.dtype)")
 GOOD = f"Here is a ring all-reduce.\n\n```python\n{GOOD_CODE}```\n"
 WRONG = f"Here you go:\n\n```python\n{WRONG_CODE}```\n"

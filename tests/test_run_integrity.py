@@ -13,24 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kbrun import PROBLEMS, REPO, make_tree, plugin_args, run
+from kbrun import PROBLEMS, REPO, RING, make_tree, plugin_args, run
 
 sys.path.insert(0, str(REPO))
 from pytest_kernelbench import metrics  # noqa: E402
 
-RING = """import torch.distributed as dist
-
-def solution(x):
-    # point-to-point ring: legal where only collectives are forbidden
-    rank, world = dist.get_rank(), dist.get_world_size()
-    acc, buf = x.float(), x.clone()
-    for step in range(1, world):
-        req = dist.isend(x, (rank + step) % world)
-        dist.recv(buf, (rank - step) % world)
-        req.wait()
-        acc += buf.float()
-    return acc.to(x.dtype)
-"""
 COLLECTIVE = "import torch.distributed as dist\ndef solution(x):\n    out = x.clone()\n    dist.all_reduce(out)\n    return out\n"
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cheats.cheatlib import HONEST
 from kbrun import by_problem, make_tree, run
 from pytest_kernelbench import launch, metrics, safety
 
@@ -79,22 +80,8 @@ def test_rank_side_rules():
 
 # ---- layers 1 and 2 through the real plugin ---------------------------------------------------
 
-REFERENCE = '''
-import os
-import torch
-import torch.distributed as dist
-
-def _sum(x):    # all_reduce forbids collectives: grouped send/recv pairs
-    r, w = dist.get_rank(), dist.get_world_size()
-    acc = x.float()
-    for k in range(1, w):
-        buf = torch.empty_like(x)
-        ops = [dist.P2POp(dist.isend, x.contiguous(), (r + k) % w), dist.P2POp(dist.irecv, buf, (r - k) % w)]
-        for q in dist.batch_isend_irecv(ops):
-            q.wait()
-        acc += buf.float()
-    return acc.to(x.dtype)
-'''
+# the cheat suite's honest p2p sum (cheats/cheatlib.py), plus os and ctypes for the attempts below
+REFERENCE = "import os\n" + HONEST + "\n_sum = _p2p_sum\n"
 VAR = '("TORCH_SYMM_MEM_DISABLE_" + "MULTI" + "CAST")'      # invisible to the text scan
 CANDIDATES = {
     "honest": REFERENCE + '''
