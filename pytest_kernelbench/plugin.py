@@ -16,8 +16,9 @@ from .protocol import JobSpec
 from .problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
 from .run import BenchRun, ReportWriter, identity, is_kb_nodeid
 from .session import Settings, base_record, new_run_id
-from .testcase import KB_PROBLEM, RECORDS, RUN_PLUGIN, test_problem
-from .testcase import kb_candidate, kb_placement, kb_problem, kb_session  # noqa: F401 (fixtures)
+from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN
+from .testcase import test_problem
+from .fixtures import kb_candidate, kb_placement, kb_problem, kb_session  # noqa: F401 (fixtures)
 
 # (option, type, default, help). Each is --kb-<name> on the command line and kb_<name> in ini.
 OPTIONS = [

@@ -19,7 +19,7 @@ import pytest
 
 from . import hardware, report
 from .session import KBSession, Settings, base_record
-from .testcase import KB_PROBLEM, RECORDS, RUN_PLUGIN  # noqa: F401 (RUN_PLUGIN re-exported)
+from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN  # noqa: F401 (RUN_PLUGIN re-exported)
 
 FIRST_BAD = pytest.StashKey[dict]()
 

@@ -1,80 +1,12 @@
-"""The test every problem runs, and the fixtures it takes. kb_candidate is the one place a
-candidate source is chosen: files (reference, shipped, a directory), or a model (--kb-model),
-whose samples and refinement rounds test_problem drives."""
+"""The test every problem runs (its fixtures are in fixtures.py): one candidate through
+session.run_item, or a model's samples and refinement rounds."""
 from __future__ import annotations
 
 import pytest
 
 from .candidates import Candidate
-from .candidates.files import CandidateError, NoCandidate, choose
-from .session import Skip, base_record
-
-RUN_PLUGIN = "kernelbench-run"          # the BenchRun object's name in the plugin manager
-KB_PROBLEM = pytest.StashKey()          # item -> its Problem
-RECORDS = pytest.StashKey()             # item -> the records it produced (one per sample/round)
-
-
-def emit(node, record: dict):
-    node.stash.setdefault(RECORDS, []).append(record)
-
-
-def _skip(request, problem, reason: str, candidate=None):
-    rec = base_record(problem, candidate, request.node.nodeid)
-    rec.update(outcome="skipped", message=reason)
-    emit(request.node, rec)
-    pytest.skip(reason)
-
-
-@pytest.fixture
-def kb_session(request):
-    run = request.config.pluginmanager.get_plugin(RUN_PLUGIN)
-    if run is None:
-        pytest.skip("the kernelbench plugin is not active")
-    return run.session
-
-
-@pytest.fixture
-def kb_problem(request):
-    problem = request.node.stash.get(KB_PROBLEM, None)
-    if problem is None:
-        pytest.skip("not a kernelbench problem item")
-    return problem
-
-
-@pytest.fixture
-def kb_placement(request, kb_session, kb_problem):
-    try:
-        return kb_session.place(kb_problem)
-    except Skip as e:
-        _skip(request, kb_problem, str(e))
-
-
-@pytest.fixture
-def kb_candidate(request, kb_session, kb_problem, kb_placement):
-    s = kb_session.settings
-    if s.print_prompt or s.model:
-        reason = kb_session.cpu_candidate_skip(kb_problem, kb_placement, is_reference=False)
-        if reason:                                   # before any prompt is built or call is made
-            _skip(request, kb_problem, reason)
-        from .candidates.llm import ModelSource, prefetch_shapes
-        prefetch_shapes(kb_session, [i.stash.get(KB_PROBLEM, None) for i in request.session.items])
-        source = ModelSource(kb_session, kb_problem, kb_placement)
-        if s.print_prompt:
-            _skip(request, kb_problem, f"prompt written: {source.write_prompt()}")
-        return source
-    try:
-        candidate = choose(kb_problem, kb_placement.device, s.candidate, s.solutions)
-    except NoCandidate as e:
-        _skip(request, kb_problem, str(e))
-    except CandidateError as e:
-        # the user's directory has no file for this problem: a failure of that candidate set
-        # (no_code), counted like any other, never an error that drops out of the rates
-        label = f"dir:{s.solutions.rstrip('/').rsplit('/', 1)[-1]}" if s.solutions else s.candidate
-        return Candidate("dir" if s.solutions else "missing", label, None, failure=("no_code", str(e)))
-    reason = kb_session.cpu_candidate_skip(kb_problem, kb_placement, candidate.is_reference)
-    if reason:
-        _skip(request, kb_problem, reason, candidate)
-    return candidate
+from .fixtures import emit
+from .session import base_record
 
 
 def test_problem(request, kb_session, kb_problem, kb_placement, kb_candidate):
