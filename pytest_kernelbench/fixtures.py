@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from .candidates import Candidate
 from .candidates.files import CandidateError, NoCandidate, choose
 from .session import Skip, base_record
 
@@ -65,11 +64,8 @@ def kb_candidate(request, kb_session, kb_problem, kb_placement):
         candidate = choose(kb_problem, kb_placement.device, s.candidate, s.solutions)
     except NoCandidate as e:
         _skip(request, kb_problem, str(e))
-    except CandidateError as e:
-        # the user's directory has no file for this problem: a failure of that candidate set
-        # (no_code), counted like any other, never an error that drops out of the rates
-        label = f"dir:{s.solutions.rstrip('/').rsplit('/', 1)[-1]}" if s.solutions else s.candidate
-        return Candidate("dir" if s.solutions else "missing", label, None, failure=("no_code", str(e)))
+    except CandidateError as e:      # shipped:NAME that does not exist: the user's mistake
+        pytest.fail(str(e), pytrace=False)
     reason = kb_session.cpu_candidate_skip(kb_problem, kb_placement, candidate.is_reference)
     if reason:
         _skip(request, kb_problem, reason, candidate)

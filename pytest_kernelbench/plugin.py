@@ -14,11 +14,11 @@ from . import hardware, report
 from .candidates.files import CandidateError, parse_mode
 from .protocol import JobSpec
 from .problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
+from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN
+from .fixtures import kb_candidate, kb_placement, kb_problem, kb_session  # noqa: F401 (fixtures)
 from .run import BenchRun, ReportWriter, identity, is_kb_nodeid
 from .session import Settings, base_record, new_run_id
-from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN
 from .testcase import test_problem
-from .fixtures import kb_candidate, kb_placement, kb_problem, kb_session  # noqa: F401 (fixtures)
 
 # (option, type, default, help). Each is --kb-<name> on the command line and kb_<name> in ini.
 OPTIONS = [
@@ -163,15 +163,14 @@ def pytest_configure(config):
         config.addinivalue_line("markers", f"{marker}: kernelbench problems with {what} '{marker}'")
     settings = settings_from(config)
     worker = getattr(config, "workerinput", None)
-    machine = None
     if worker and "kb_run" in worker:
-        run_id, nonce, machine = worker["kb_run"]["run_id"], worker["kb_run"]["nonce"], worker["kb_run"]["machine"]
+        run_id, nonce = worker["kb_run"]["run_id"], worker["kb_run"]["nonce"]
     elif settings.resume:
         run_id, nonce = Path(settings.resume).stem, settings.seed or secrets.token_hex(16)
         _check_resume(settings, config)
     else:
         run_id, nonce = new_run_id(run_label(settings)), settings.seed or secrets.token_hex(16)
-    run = BenchRun(config, settings, run_id, nonce, machine)
+    run = BenchRun(config, settings, run_id, nonce)
     config.pluginmanager.register(run, RUN_PLUGIN)
     if not worker:
         config.pluginmanager.register(ReportWriter(run), "kernelbench-report")
@@ -204,7 +203,8 @@ class _XdistHooks:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
-        node.workerinput["kb_run"] = {"run_id": self.run.run_id, "nonce": self.run.nonce, "machine": None}
+        # no machine facts: each worker probes its own only if it runs an item (calibration is cached)
+        node.workerinput["kb_run"] = {"run_id": self.run.run_id, "nonce": self.run.nonce}
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids):

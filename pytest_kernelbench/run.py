@@ -41,14 +41,14 @@ def identity(settings: Settings, rootdir: Path) -> dict:
 
 
 class BenchRun:
-    def __init__(self, config, settings: Settings, run_id: str, nonce: str, machine: dict | None = None):
+    def __init__(self, config, settings: Settings, run_id: str, nonce: str):
         self.config = config
         self.settings = settings
         self.run_id = run_id
         self.nonce = nonce
         self.rootdir = Path(config.rootpath)
         self.identity = identity(settings, self.rootdir)
-        self._machine = machine
+        self._machine: dict | None = None
         self._session: KBSession | None = None
         path = Path(settings.report) if settings.report else Path("reports") / f"{run_id}.json"
         self.json_path = path if path.is_absolute() else self.rootdir / path
@@ -121,9 +121,7 @@ class BenchRun:
         if not is_kb_nodeid(item.nodeid):
             return rep
         if rep.when in ("setup", "call") and (rep.failed or rep.skipped) and FIRST_BAD not in item.stash:
-            item.stash[FIRST_BAD] = {"when": rep.when, "skipped": rep.skipped, "text": _short(rep),
-                                     # pytest-timeout's signal method fails the test with "Timeout >Ns"
-                                     "timeout": call.excinfo is not None and "Timeout" in str(call.excinfo.value)[:40]}
+            item.stash[FIRST_BAD] = _bad(rep)
         if rep.when == "teardown":
             records = item.stash.get(RECORDS, [])
             if not records:
@@ -151,12 +149,11 @@ class ReportWriter:
         records = getattr(report, "kb_records", None)
         if records is None and report.when in ("setup", "call"):
             if (report.failed or report.skipped) and nodeid not in self.first_bad:
-                self.first_bad[nodeid] = {"when": report.when, "skipped": report.skipped, "text": _short(report)}
+                self.first_bad[nodeid] = _bad(report)
             return
         if records is None:
             # no teardown report with records: the process running the item died (xdist crash)
-            records = [synthesized(nodeid, self.first_bad.get(nodeid) or
-                                   {"when": report.when, "skipped": False, "text": _short(report), "crash": True})]
+            records = [synthesized(nodeid, self.first_bad.get(nodeid) or {**_bad(report), "crash": True})]
         if nodeid in self.logged:
             return
         self.logged.add(nodeid)
@@ -200,6 +197,13 @@ class ReportWriter:
 
 def report_log(run: BenchRun) -> report.JsonlLog:
     return report.JsonlLog(run.jsonl_path)
+
+
+def _bad(rep) -> dict:
+    """What a failed or skipped report says, for the record synthesized if the item leaves none."""
+    text = _short(rep)
+    # pytest-timeout's signal method fails the test with "Timeout >Ns"
+    return {"when": rep.when, "skipped": rep.skipped, "text": text, "timeout": "Timeout >" in text}
 
 
 def _short(rep, lines: int = 12) -> str:

@@ -71,16 +71,14 @@ def new_run_id(label: str) -> str:
 
 
 class KBSession:
-    def __init__(self, settings: Settings, rootdir: Path, run_id: str, nonce: str, machine: dict | None = None,
-                 json_path: Path | None = None):
+    def __init__(self, settings: Settings, rootdir: Path, run_id: str, nonce: str, machine: dict, json_path: Path):
         self.settings = settings
         self.rootdir = Path(rootdir)
         self.run_id = run_id
         self.nonce = nonce
         self.machine = machine if machine is not None else hardware.machine_info()
         self.gpu_count = hardware.cuda_device_count()
-        report = json_path or (Path(settings.report) if settings.report else self.rootdir / "reports" / f"{run_id}.json")
-        self.json_path = report if report.is_absolute() else self.rootdir / report
+        self.json_path = Path(json_path)        # the run's report (run.BenchRun decides where)
         self.jsonl_path = self.json_path.with_suffix(".jsonl")
         self.run_dir = self.json_path.with_suffix("")       # prompts, candidates, job folders (made when needed)
         cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pytest-kernelbench"
@@ -195,17 +193,10 @@ class KBSession:
             # gloo on a CPU: the times exercise the protocol; a ratio of them is not a speed
             for s in sizes:
                 if s.get("speedup") is not None:
-                    s["cpu_time_ratio"], s["speedup"] = s["speedup"], None
+                    s["cpu_time_ratio"], s["speedup"], s["band"] = s["speedup"], None, None
+                    s.pop("speedup_of_medians", None)
             record["speed"] = "cpu: not a speed"
         else:
-            for s in sizes:
-                # the paired estimator: rounds of the two sides were interleaved, so the median of
-                # per-round ratios cancels drift that a ratio of separate medians keeps
-                paired = metrics.paired_speedup(s.get("timing") or {})
-                if paired is not None:
-                    s["speedup_of_medians"], s["speedup"] = s.get("speedup"), paired
-                band = metrics.size_band(s.get("timing") or {})
-                s["band"] = list(band) if band else None
             band = metrics.item_band(sizes)
             record["band"] = list(band) if band else None
         if outcome.status == "passed":

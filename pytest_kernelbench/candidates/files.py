@@ -50,10 +50,13 @@ def shipped(problem, device: str, name: str | None, strict: bool) -> Candidate |
 
 def from_directory(problem, directory: Path) -> Candidate:
     path = Path(directory) / problem.category / f"{problem.name}.py"
+    label = f"dir:{Path(directory).name}"
     if not path.is_file():
-        raise CandidateError(f"{path}: no candidate for {problem.id} in --kb-solutions={directory} "
-                             f"(expected <dir>/{problem.category}/{problem.name}.py)")
-    return Candidate("dir", f"dir:{Path(directory).name}", path.read_text(), origin=str(path))
+        # a failure of this candidate set (no_code), counted like any other, never an error
+        return Candidate("dir", label, None, origin=str(path), failure=(
+            "no_code", f"{path}: no candidate for {problem.id} in --kb-solutions={directory} "
+                       f"(expected <dir>/{problem.category}/{problem.name}.py)"))
+    return Candidate("dir", label, path.read_text(), origin=str(path))
 
 
 def choose(problem, device: str, mode_value: str, solutions_dir: str | None) -> Candidate:

@@ -21,6 +21,7 @@ import time
 from contextlib import contextmanager
 
 from ..protocol import SETUP_MARK, JobLayout, JobSpec
+from .. import metrics
 from . import checks, compare
 from .files import JobFiles, load_module
 
@@ -417,7 +418,12 @@ class Rank:
         for name in timing:
             timing[name]["iters"] = measured["iters"][name]
         record["timing"] = {**timing, "sets": n_sets, "set_bytes": set_bytes}
-        record["speedup"] = timing["reference"]["median_s"] / max(timing["candidate"]["median_s"], 1e-12)
+        # rounds of the two sides were interleaved, so the median of per-round ratios cancels drift
+        # that a ratio of separate medians keeps; its confidence interval is the size's noise band
+        record["speedup_of_medians"] = timing["reference"]["median_s"] / max(timing["candidate"]["median_s"], 1e-12)
+        record["speedup"] = metrics.paired_speedup(timing)
+        band = metrics.size_band(timing)
+        record["band"] = list(band) if band else None
         record["timing_s"] = time.perf_counter() - t0
 
     def after_timing_check(self, size, sets, refill) -> dict:
