@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
-"""Keep the CUDA part that the four shipped symm_mem solutions share in one place.
+"""Keep what the four shipped symm_mem solutions share in one place.
 
 Each solution (problems/collective/{all_reduce,all_gather,reduce_scatter,all_to_all}/solutions/
-symm_mem.py) must stay a self-contained single-file candidate, so it carries its own copy of the
-common CUDA text (bench/symm_mem_common.cu) between two marker lines:
+symm_mem.py) must stay a self-contained single-file candidate, so it carries its own copy of
+each shared source between two marker lines:
 
     // >>> shared: bench/symm_mem_common.cu  (...)
     ...copy, written by this script...
     // <<< shared: bench/symm_mem_common.cu
 
-Everything outside the markers is the solution's own and is left alone. The source's leading
-`//!` lines are its header and are not copied.
+The sources (SOURCES, in file order): the device code (symm_mem_common.cu) and the host launch
+helpers (symm_mem_host.cu), both inside the solution's _CUDA_SRC string; the torch binding
+(symm_mem_binding.cpp, the whole _CPP_SRC string); the Python tail (symm_mem_state.py.in:
+build, rendezvous, per-size state, solution(); a fragment, hence not a .py module), whose
+markers are `#` comments. Everything outside the markers is the solution's own and is left
+alone. A source's leading header lines (`//!`, `##` for the Python one) are not copied.
 
     python bench/gen_symm_mem.py           # rewrite the copies from the source
     python bench/gen_symm_mem.py --check   # exit 1 and show the difference where a copy drifted
@@ -27,12 +31,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMON = "bench/symm_mem_common.cu"
+SOURCES = (COMMON, "bench/symm_mem_host.cu", "bench/symm_mem_binding.cpp", "bench/symm_mem_state.py.in")
 SOLUTIONS = tuple(f"problems/collective/{op}/solutions/symm_mem.py"
                   for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"))
 
-BEGIN = re.compile(r"^// >>> shared: (\S+)")
-END = re.compile(r"^// <<< shared: (\S+)\s*$")
-HEADER = "//!"
+BEGIN = re.compile(r"^(?://|#) >>> shared: (\S+)")
+END = re.compile(r"^(?://|#) <<< shared: (\S+)\s*$")
+
+
+def _is_python(src: str) -> bool:
+    return src.endswith(".py.in")
+
+
+def _comment(src: str) -> str:
+    return "#" if _is_python(src) else "//"
+
+
+def _header(src: str) -> str:
+    return "##" if _is_python(src) else "//!"
 
 
 class GenError(Exception):
@@ -40,12 +56,12 @@ class GenError(Exception):
 
 
 def begin_line(src: str) -> str:
-    return (f"// >>> shared: {src}  (identical in the four symm_mem solutions: edit it there, "
+    return (f"{_comment(src)} >>> shared: {src}  (identical in the four symm_mem solutions: edit it there, "
             f"then run python bench/gen_symm_mem.py)\n")
 
 
 def end_line(src: str) -> str:
-    return f"// <<< shared: {src}\n"
+    return f"{_comment(src)} <<< shared: {src}\n"
 
 
 def _scan(text: str) -> str | None:
@@ -56,20 +72,20 @@ def _scan(text: str) -> str | None:
 
 
 def shared_text(root: Path, src: str) -> str:
-    """The lines of `src` that go between the markers (its `//!` header dropped)."""
+    """The lines of `src` that go between the markers (its header lines dropped)."""
     path = root / src
     if not path.is_file():
         raise GenError(f"{src}: shared source not found")
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     i = 0
-    while i < len(lines) and lines[i].startswith(HEADER):
+    while i < len(lines) and lines[i].startswith(_header(src)):
         i += 1
     body = "".join(lines[i:])
     if not body.strip():
         raise GenError(f"{src}: nothing to share")
     if not body.endswith("\n"):
         body += "\n"
-    if "'''" in body:
+    if "'''" in body and not _is_python(src):
         raise GenError(f"{src}: contains ''' (the copy sits inside a Python r''' string)")
     if any(BEGIN.match(line) or END.match(line) for line in body.splitlines()):
         raise GenError(f"{src}: contains a shared-region marker line")
@@ -101,7 +117,7 @@ def regions(text: str, name: str = "?") -> list[tuple[int, int, str]]:
     return out
 
 
-def render(root: Path, text: str, name: str = "?", required=(COMMON,)) -> str:
+def render(root: Path, text: str, name: str = "?", required=SOURCES) -> str:
     """`text` with every marked region rewritten from its source (markers made canonical)."""
     found = regions(text, name)
     srcs = [src for _, _, src in found]
@@ -187,7 +203,7 @@ def main(argv=None) -> int:
             print(f"{len(problems)} of {len(SOLUTIONS)} solutions out of date: "
                   f"run python bench/gen_symm_mem.py", file=sys.stderr)
             return 1
-        print(f"ok: {len(SOLUTIONS)} solutions match {COMMON}")
+        print(f"ok: {len(SOLUTIONS)} solutions match {', '.join(SOURCES)}")
         return 0
     try:
         changed = generate()
@@ -197,7 +213,7 @@ def main(argv=None) -> int:
     for rel in changed:
         print(f"rewrote {rel}")
     if not changed:
-        print(f"unchanged: {len(SOLUTIONS)} solutions match {COMMON}")
+        print(f"unchanged: {len(SOLUTIONS)} solutions match {', '.join(SOURCES)}")
     return 0
 
 

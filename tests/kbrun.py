@@ -56,15 +56,22 @@ def make_tree(root: Path, candidates: dict[str, str], base: str = "collective/al
     return problems, solutions
 
 
+def inner_env(**extra: str) -> dict[str, str]:
+    """The environment of a pytest run inside a test: the repo importable, none of the outer
+    run's options (PYTEST_ADDOPTS), and a fixed terminal width, since pytest cuts its short
+    summary at the width and a wide CI terminal (COLUMNS) would change what assertions see."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    env["COLUMNS"] = "100"
+    env.update(extra)
+    return env
+
+
 def run(root: Path, *args, timeout: float = 600, env: dict | None = None) -> tuple[subprocess.CompletedProcess, dict | None]:
     report = root / "report.json"
     cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q", "-rA",
            f"--kb-report={report}", *args]
-    full_env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    full_env.pop("PYTEST_ADDOPTS", None)
-    if env:
-        full_env.update(env)
-    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout, env=full_env)
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout, env=inner_env(**(env or {})))
     doc = json.loads(report.read_text()) if report.exists() else None
     return proc, doc
 

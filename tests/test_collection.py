@@ -1,13 +1,12 @@
 """Collection: ids, markers, selection, and a broken problem.yaml erroring alone."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
 import yaml
 
-from kbrun import PROBLEMS, REPO, by_problem, make_tree, plugin_args, run
+from kbrun import PROBLEMS, REPO, by_problem, inner_env, make_tree, plugin_args, run
 
 COLLECTIVES = sorted(p.parent.name for p in PROBLEMS.glob("collective/*/problem.yaml"))
 
@@ -15,8 +14,7 @@ COLLECTIVES = sorted(p.parent.name for p in PROBLEMS.glob("collective/*/problem.
 def collect(*args, cwd=REPO):
     cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "--collect-only", "-q",
            "--strict-markers", *args]
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}   # the outer run's options are not ours
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, env=inner_env())
 
 
 def ids(out: str) -> list[str]:

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 
-from kbrun import REPO, by_problem, leftover_processes, make_tree, plugin_args, run
+from kbrun import by_problem, inner_env, leftover_processes, make_tree, plugin_args, run
 
 GOOD = "import torch.distributed as dist\ndef solution(x):\n    out = x.clone()\n    dist.all_reduce(out)\n    return out\n"
 SLOW = "import time\nimport torch.distributed as dist\ndef solution(x):\n    time.sleep(0.5)\n" \
@@ -22,7 +21,7 @@ def test_kill_9_keeps_finished_items_and_resume_completes_the_run(tmp_path):
     jsonl = tmp_path / "r.jsonl"
     cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q", str(problems),
            f"--kb-solutions={solutions}", "--kb-nproc=2", f"--kb-report={report}"]
-    env = {**{k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}, "PYTHONPATH": str(REPO)}
+    env = inner_env()
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -4,7 +4,6 @@ accepts are usage errors, and the plugin does nothing in a pytest run without ke
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kbrun import PROBLEMS, REPO, RING, make_tree, plugin_args, run
+from kbrun import PROBLEMS, REPO, RING, inner_env, make_tree, plugin_args, run
 
 sys.path.insert(0, str(REPO))
 from pytest_kernelbench import metrics  # noqa: E402
@@ -23,13 +22,6 @@ COLLECTIVE = "import torch.distributed as dist\ndef solution(x):\n    out = x.cl
 
 def pytest_cmd(*args) -> list[str]:
     return [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q", *args]
-
-
-def clean_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    env.update(extra)
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +59,13 @@ def test_every_selected_item_is_in_the_table_jsonl_and_json_and_counts(mixed):
     for name in items:
         assert re.search(rf"^{re.escape(name)}\s", out, re.M), f"{name} missing from the table"
     assert "pass rate 25.0% (1/4; 2 failed, 1 errors, 1 skipped, not counted)" in out
-    # each failure's message is printed once in full (the table's note column shows its first words)
-    assert out.count("no candidate for collective/missing in --kb-solutions") == 1
-    assert out.count("difficulty' is 'trivial'; expected one of easy, medium, hard") == 1
+    # each failure's message is printed once in full; the table's note column shows only its first
+    # 87 characters, so the whole text (longer than that: it starts with a path) occurs once
+    for name in ("collective/missing", "collective/broken"):
+        message = items[name]["message"]
+        assert len(message) > 90 and out.count(message) == 1, (name, out)
+    assert "no candidate for collective/missing in --kb-solutions" in items["collective/missing"]["message"]
+    assert "difficulty' is 'trivial'; expected one of easy, medium, hard" in items["collective/broken"]["message"]
     assert out.count("Traceback") == 0
 
 
@@ -109,7 +105,7 @@ def test_resume_with_another_candidate_is_refused_naming_the_setting(mixed):
     root = mixed["root"]
     proc = subprocess.run(pytest_cmd(str(mixed["problems"]), f"--kb-resume={root / 'report.jsonl'}",
                                      "--kb-nproc=2", "--kb-timing-rounds=6"),
-                          cwd=root, capture_output=True, text=True, timeout=120, env=clean_env())
+                          cwd=root, capture_output=True, text=True, timeout=120, env=inner_env())
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4, out
     assert "the earlier run had --kb-solutions=" in out and "this one --kb-solutions=None" in out
@@ -147,7 +143,7 @@ def test_option_values_no_selected_problem_accepts_are_usage_errors(tmp_path, ar
         if torch.cuda.is_available():
             pytest.skip("this machine has CUDA")
     proc = subprocess.run(pytest_cmd(str(PROBLEMS), "-k", "all_reduce", *args), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, env=clean_env())
+                          capture_output=True, text=True, timeout=120, env=inner_env())
     out = proc.stdout + proc.stderr
     assert proc.returncode == 4 and message in out, out
     assert "Traceback" not in out and "INTERNALERROR" not in out
@@ -158,7 +154,7 @@ def test_plugin_is_inert_in_a_pytest_run_without_problems(tmp_path):
     (tmp_path / "test_plain.py").write_text("def test_one():\n    assert True\n")
     for args in ([], ["--collect-only"], ["--markers"]):
         proc = subprocess.run(pytest_cmd(*args), cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                              env=clean_env())
+                              env=inner_env())
         assert proc.returncode == 0, proc.stdout + proc.stderr
         if args != ["--markers"]:
             assert "kernelbench" not in proc.stdout, proc.stdout
@@ -167,7 +163,7 @@ def test_plugin_is_inert_in_a_pytest_run_without_problems(tmp_path):
 
 def test_collect_only_of_problems_writes_nothing(tmp_path):
     proc = subprocess.run(pytest_cmd(str(PROBLEMS), "--collect-only"), cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120, env=clean_env())
+                          text=True, timeout=120, env=inner_env())
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not (tmp_path / "reports").exists() and not (REPO / "reports" / "jobs").exists()
 
@@ -176,7 +172,7 @@ def test_collection_errors_no_longer_flip_a_global_option(tmp_path):
     """A broken module elsewhere in the same run still stops pytest as it always does."""
     (tmp_path / "test_bad.py").write_text("import not_a_module_anywhere\n")
     (tmp_path / "test_ok.py").write_text("def test_ok():\n    pass\n")
-    proc = subprocess.run(pytest_cmd(), cwd=tmp_path, capture_output=True, text=True, timeout=120, env=clean_env())
+    proc = subprocess.run(pytest_cmd(), cwd=tmp_path, capture_output=True, text=True, timeout=120, env=inner_env())
     assert proc.returncode == 2 and "Interrupted: 1 error during collection" in proc.stdout, proc.stdout
 
 

@@ -1,8 +1,8 @@
-"""The four shipped symm_mem solutions carry byte-identical copies of bench/symm_mem_common.cu
-between marker lines (bench/gen_symm_mem.py writes them); nothing here needs torch."""
+"""The four shipped symm_mem solutions carry byte-identical copies of the shared sources
+(bench/symm_mem_common.cu, symm_mem_host.cu, symm_mem_binding.cpp, symm_mem_state.py.in) between
+marker lines (bench/gen_symm_mem.py writes them); nothing here needs torch."""
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
@@ -12,10 +12,9 @@ import pytest
 
 from pytest_kernelbench.safety import scan
 
+from bench import gen_symm_mem as gen   # the repo root is on sys.path (pytest ini `pythonpath`)
+
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("gen_symm_mem", ROOT / "bench" / "gen_symm_mem.py")
-gen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gen)
 
 
 def test_the_four_solutions_are_listed():
@@ -28,12 +27,18 @@ def test_the_four_solutions_are_listed():
 def test_region_markers_present(rel):
     text = (ROOT / rel).read_text(encoding="utf-8")
     found = gen.regions(text, rel)
-    assert [src for _, _, src in found] == [gen.COMMON]
-    b, e, _ = found[0]
+    assert [src for _, _, src in found] == list(gen.SOURCES)
     lines = text.splitlines(keepends=True)
-    assert lines[b] == gen.begin_line(gen.COMMON) and lines[e] == gen.end_line(gen.COMMON)
-    # the region sits inside the CUDA source string, with the solution's own kernel after it
-    assert "_CUDA_SRC = r'''" in "".join(lines[:b]) and "kb_kernel" in "".join(lines[e:])
+    for b, e, src in found:
+        assert lines[b] == gen.begin_line(src) and lines[e] == gen.end_line(src)
+    (common, _, _), (host, host_end, _), (binding, binding_end, _), (tail, _, _) = found
+    before = lambda i: "".join(lines[:i])   # noqa: E731
+    # device code, then the solution's own kernel, then the host helpers: all in _CUDA_SRC
+    assert "_CUDA_SRC = r'''" in before(common) and "kb_kernel" in "".join(lines[common:host])
+    assert "'''" not in "".join(lines[common:host_end])
+    # the binding is the whole _CPP_SRC string; the Python tail comes after the solution's own sizing
+    assert lines[binding - 1] == "_CPP_SRC = r'''\n" and lines[binding_end + 1] == "'''\n"
+    assert "def _default_algo" in "".join(lines[binding_end:tail]) and "def solution" in "".join(lines[tail:])
 
 
 def test_shipped_solutions_match_common_source():
@@ -41,22 +46,30 @@ def test_shipped_solutions_match_common_source():
     assert not problems, "\n".join(problems) + "\nrun: python bench/gen_symm_mem.py"
 
 
-def test_copy_is_the_source_body_verbatim():
-    body = gen.shared_text(ROOT, gen.COMMON)
-    assert not body.startswith(gen.HEADER) and body.startswith("#include <cuda_runtime.h>\n")
+@pytest.mark.parametrize("src", gen.SOURCES)
+def test_copy_is_the_source_body_verbatim(src):
+    body = gen.shared_text(ROOT, src)
+    assert not body.startswith(("//!", "##"))
     for rel in gen.SOLUTIONS:
         text = (ROOT / rel).read_text(encoding="utf-8")
-        assert gen.begin_line(gen.COMMON) + body + gen.end_line(gen.COMMON) in text, rel
+        assert gen.begin_line(src) + body + gen.end_line(src) in text, rel
 
 
-@pytest.mark.parametrize("rel", (*gen.SOLUTIONS, gen.COMMON))
+def test_the_shared_sources_hold_the_code_the_copies_had():
+    assert gen.shared_text(ROOT, gen.COMMON).startswith("#include <cuda_runtime.h>\n")
+    assert "kb_launch_t" in gen.shared_text(ROOT, gen.SOURCES[1])
+    assert "torch::Tensor run(" in gen.shared_text(ROOT, gen.SOURCES[2])
+    assert "def solution(x" in gen.shared_text(ROOT, gen.SOURCES[3])
+
+
+@pytest.mark.parametrize("rel", (*gen.SOLUTIONS, *gen.SOURCES))
 def test_no_multicast_words(rel):
     assert scan((ROOT / rel).read_text(encoding="utf-8")) is None
 
 
 @pytest.fixture
 def tree(tmp_path):
-    for rel in (*gen.SOLUTIONS, gen.COMMON):
+    for rel in (*gen.SOLUTIONS, *gen.SOURCES):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / rel, tmp_path / rel)
     return tmp_path
@@ -118,3 +131,15 @@ def test_cli_check_passes_on_the_shipped_tree():
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "gen_symm_mem.py"), "--check"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_drift_in_the_python_tail_is_caught(tree):
+    rel = gen.SOLUTIONS[3]
+    path = tree / rel
+    good = path.read_text(encoding="utf-8")
+    line = "    return _ext.run(x, sid)\n"
+    assert good.count(line) == 1
+    path.write_text(good.replace(line, "    return x.clone()\n"), encoding="utf-8")
+    problems = gen.check(tree)
+    assert len(problems) == 1 and "x.clone()" in problems[0]
+    assert gen.generate(tree) == [rel] and path.read_text(encoding="utf-8") == good

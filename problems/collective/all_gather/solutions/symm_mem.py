@@ -323,6 +323,7 @@ __global__ void __launch_bounds__(KB_THREADS, 2) kb_kernel(const __grid_constant
   }
 }
 
+// >>> shared: bench/symm_mem_host.cu  (identical in the four symm_mem solutions: edit it there, then run python bench/gen_symm_mem.py)
 // ---- host-side launch helpers (no torch headers in this file: fast nvcc) ----
 template <int V, int NS>
 static cudaError_t kb_launch_t(const KbParams& p, int grid, int threads, cudaStream_t st) {
@@ -396,9 +397,11 @@ int kb_sm_count() {
 
 const char* kb_err_str(int e) { return cudaGetErrorString((cudaError_t)e); }
 
+// <<< shared: bench/symm_mem_host.cu
 '''
 
 _CPP_SRC = r'''
+// >>> shared: bench/symm_mem_binding.cpp  (identical in the four symm_mem solutions: edit it there, then run python bench/gen_symm_mem.py)
 #include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -484,8 +487,39 @@ torch::Tensor run(const torch::Tensor& x, int64_t sid) {
   return out;
 }
 
+// <<< shared: bench/symm_mem_binding.cpp
 '''
 
+
+def _check_algo(algo, n, world):
+    if algo not in ALGOS.values():
+        raise ValueError("unknown algo %r" % (algo,))
+    return algo
+
+
+def _default_algo(n, world):
+    return 0 if 2 * n <= 1073741824 else 1
+
+
+def _layout_elems(algo, n, world):
+    return world * n if algo == 0 else n
+
+
+def _range_elems(algo, n, world):
+    return n
+
+
+def _default_nchunk(algo, n, world):
+    # rounds per block: overlap the link phase of one round with the local phase of
+    # another (measured: helps at 256 MiB, hurts at 16 MiB)
+    return 8 if 2 * n >= 67108864 else 1
+
+
+def _out_numel(n, world):
+    return world * n
+
+
+# >>> shared: bench/symm_mem_state.py.in  (identical in the four symm_mem solutions: edit it there, then run python bench/gen_symm_mem.py)
 _ext = None
 
 
@@ -516,34 +550,6 @@ if torch.cuda.is_available():
 _states = {}   # (n, ALGO, GRID, FENCE, NCHUNK, DEV_FLAGS) -> state id in the extension
 _keep = []     # symmetric tensors and handles, alive for the process lifetime
 _max_blocks = {}
-
-
-def _check_algo(algo, n, world):
-    if algo not in ALGOS.values():
-        raise ValueError("unknown algo %r" % (algo,))
-    return algo
-
-
-def _default_algo(n, world):
-    return 0 if 2 * n <= 1073741824 else 1
-
-
-def _layout_elems(algo, n, world):
-    return world * n if algo == 0 else n
-
-
-def _range_elems(algo, n, world):
-    return n
-
-
-def _default_nchunk(algo, n, world):
-    # rounds per block: overlap the link phase of one round with the local phase of
-    # another (measured: helps at 256 MiB, hurts at 16 MiB)
-    return 8 if 2 * n >= 67108864 else 1
-
-
-def _out_numel(n, world):
-    return world * n
 
 
 def _symm_empty(symm_mem, nbytes, dev):
@@ -611,3 +617,4 @@ def solution(x: torch.Tensor) -> torch.Tensor:
     if sid is None:
         sid = _make_state(x, key)
     return _ext.run(x, sid)
+# <<< shared: bench/symm_mem_state.py.in

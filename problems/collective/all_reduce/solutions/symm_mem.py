@@ -367,6 +367,7 @@ __global__ void __launch_bounds__(KB_THREADS, 2) kb_kernel(const __grid_constant
   }
 }
 
+// >>> shared: bench/symm_mem_host.cu  (identical in the four symm_mem solutions: edit it there, then run python bench/gen_symm_mem.py)
 // ---- host-side launch helpers (no torch headers in this file: fast nvcc) ----
 template <int V, int NS>
 static cudaError_t kb_launch_t(const KbParams& p, int grid, int threads, cudaStream_t st) {
@@ -440,9 +441,11 @@ int kb_sm_count() {
 
 const char* kb_err_str(int e) { return cudaGetErrorString((cudaError_t)e); }
 
+// <<< shared: bench/symm_mem_host.cu
 '''
 
 _CPP_SRC = r'''
+// >>> shared: bench/symm_mem_binding.cpp  (identical in the four symm_mem solutions: edit it there, then run python bench/gen_symm_mem.py)
 #include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -528,38 +531,8 @@ torch::Tensor run(const torch::Tensor& x, int64_t sid) {
   return out;
 }
 
+// <<< shared: bench/symm_mem_binding.cpp
 '''
-
-_ext = None
-
-
-def _build():
-    global _ext
-    import inspect
-    from torch.utils.cpp_extension import load_inline
-
-    kw = {}
-    if "no_implicit_headers" in inspect.signature(load_inline).parameters:
-        kw["no_implicit_headers"] = True   # keep torch headers out of the .cu: faster nvcc
-    _ext = load_inline(
-        name=_EXT_NAME,
-        cpp_sources=[_CPP_SRC],
-        cuda_sources=[_CUDA_SRC],
-        functions=["create_state", "run", "max_blocks", "sm_count"],
-        extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"],
-        extra_cflags=["-O3"],
-        with_pytorch_error_handling=False,
-        verbose=False,
-        **kw,
-    )
-
-
-if torch.cuda.is_available():
-    _build()
-
-_states = {}   # (n, ALGO, GRID, FENCE, NCHUNK, DEV_FLAGS) -> state id in the extension
-_keep = []     # symmetric tensors and handles, alive for the process lifetime
-_max_blocks = {}
 
 
 def _check_algo(algo, n, world):
@@ -594,6 +567,39 @@ def _default_nchunk(algo, n, world):
 
 def _out_numel(n, world):
     return n
+
+
+# >>> shared: bench/symm_mem_state.py.in  (identical in the four symm_mem solutions: edit it there, then run python bench/gen_symm_mem.py)
+_ext = None
+
+
+def _build():
+    global _ext
+    import inspect
+    from torch.utils.cpp_extension import load_inline
+
+    kw = {}
+    if "no_implicit_headers" in inspect.signature(load_inline).parameters:
+        kw["no_implicit_headers"] = True   # keep torch headers out of the .cu: faster nvcc
+    _ext = load_inline(
+        name=_EXT_NAME,
+        cpp_sources=[_CPP_SRC],
+        cuda_sources=[_CUDA_SRC],
+        functions=["create_state", "run", "max_blocks", "sm_count"],
+        extra_cuda_cflags=["-O3", "-gencode=arch=compute_90,code=sm_90"],
+        extra_cflags=["-O3"],
+        with_pytorch_error_handling=False,
+        verbose=False,
+        **kw,
+    )
+
+
+if torch.cuda.is_available():
+    _build()
+
+_states = {}   # (n, ALGO, GRID, FENCE, NCHUNK, DEV_FLAGS) -> state id in the extension
+_keep = []     # symmetric tensors and handles, alive for the process lifetime
+_max_blocks = {}
 
 
 def _symm_empty(symm_mem, nbytes, dev):
@@ -661,3 +667,4 @@ def solution(x: torch.Tensor) -> torch.Tensor:
     if sid is None:
         sid = _make_state(x, key)
     return _ext.run(x, sid)
+# <<< shared: bench/symm_mem_state.py.in
