@@ -21,21 +21,21 @@ core)
   cp $R/h200x4-reference.json "$OUT/"; keep_jobs ref $R/h200x4-reference.json
   log shipped; $PT problems -m collective --kb-candidate=shipped --kb-report=$R/h200x4-shipped.json 2>&1 | tail -30
   cp $R/h200x4-shipped.json "$OUT/"; keep_jobs shipped $R/h200x4-shipped.json
-  python3 bench/harness_bench.py $R/h200x4-reference.json --md "$OUT/harness_bench.md" | tail -16
+  python3 -m pytest_kernelbench.cli overhead $R/h200x4-reference.json --md "$OUT/harness_bench.md" | tail -16
   ;;
 core2)
   log reference; $PT problems --kb-candidate=reference --kb-report=$R/h200x4-reference.json 2>&1 | tail -40
   cp $R/h200x4-reference.json "$OUT/"; keep_jobs ref $R/h200x4-reference.json
-  python3 bench/harness_bench.py $R/h200x4-reference.json --md "$OUT/harness_bench.md" | tail -16
+  python3 -m pytest_kernelbench.cli overhead $R/h200x4-reference.json --md "$OUT/harness_bench.md" | tail -16
   log n2; $PT -n 2 problems -m collective --kb-nproc=2 --kb-report=$R/h200x4-n2-collective.json 2>&1 | tail -22
   cp $R/h200x4-n2-collective.json "$OUT/"
-  log fidelity; python3 bench/fidelity.py $R/fid --runs 5 2>&1 | tail -12; cp $R/fid/fidelity.json "$OUT/"
+  log fidelity; python3 -m pytest_kernelbench.cli fidelity $R/fid --runs 5 2>&1 | tail -12; cp $R/fid/fidelity.json "$OUT/"
   ;;
 cheats)
   log cheats; $PT tests/cheats -k gpu 2>&1 | tail -30
   ;;
 final)
-  log fidelity; python3 bench/fidelity.py $R/fid --runs 3 2>&1 | tail -8; cp $R/fid/fidelity.json "$OUT/"
+  log fidelity; python3 -m pytest_kernelbench.cli fidelity $R/fid --runs 3 2>&1 | tail -8; cp $R/fid/fidelity.json "$OUT/"
   log shipped; $PT problems -m collective --kb-candidate=shipped --kb-report=$R/h200x4-shipped.json 2>&1 | tail -14
   cp $R/h200x4-shipped.json "$OUT/"
   log cheats; $PT tests/cheats -k gpu --basetemp=$R/cheats 2>&1 | tail -12
@@ -45,7 +45,7 @@ extra)
   log n2; $PT -n 2 problems -m collective --kb-nproc=2 --kb-report=$R/h200x4-n2-collective.json 2>&1 | tail -25
   cp $R/h200x4-n2-collective.json "$OUT/"; keep_jobs n2 $R/h200x4-n2-collective.json
   log cheats; $PT tests/cheats -k gpu 2>&1 | tail -15
-  log fidelity; python3 bench/fidelity.py $R/fid --runs 5 2>&1 | tail -12; cp $R/fid/fidelity.json "$OUT/"
+  log fidelity; python3 -m pytest_kernelbench.cli fidelity $R/fid --runs 5 2>&1 | tail -12; cp $R/fid/fidelity.json "$OUT/"
   ;;
 suite)
   name=$2; shift 2

@@ -61,7 +61,7 @@ def kb_candidate(request, kb_session, kb_problem, kb_placement):
             _skip(request, kb_problem, f"prompt written: {source.write_prompt()}")
         return source
     try:
-        candidate = choose(kb_problem, kb_placement.device, s.candidate, s.solutions)
+        candidate = choose(kb_problem, kb_placement.device, s.candidate, s.solutions, s.pkb_backend)
     except NoCandidate as e:
         _skip(request, kb_problem, str(e))
     except CandidateError as e:      # shipped:NAME that does not exist: the user's mistake

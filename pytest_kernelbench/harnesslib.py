@@ -2,10 +2,12 @@
 lives here once instead of being pasted into problem folders."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 
-def exact_values(shape, gen: torch.Generator, device, dtype, step: float = 0.125, lim: float = 4.0,
+def exact_values(shape: Sequence[int], gen: torch.Generator, device: torch.device | str, dtype: torch.dtype, step: float = 0.125, lim: float = 4.0,
                  shift: float = 0.0) -> torch.Tensor:
     """Roughly N(shift, 1) values rounded to multiples of `step` and clamped to [-lim, lim].
 

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from .outcome import LaunchOutcome, classify, deadline_message, logs_tail, read_phases, setup_phase
@@ -39,7 +40,7 @@ SAFE_ENV = {  # NVLink multicast must stay off on the lent machines (safety.py);
 }
 
 
-def snapshot_tree(roots, digest: bool = False) -> dict:
+def snapshot_tree(roots: Iterable[str | Path], digest: bool = False) -> dict:
     """Every file under the roots -> its bytes (or sha256 when `digest`), to compare after a job."""
     snap = {}
     for root in roots:
@@ -153,7 +154,8 @@ def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
-def _check_tree(outcome: LaunchOutcome, protected, own: Path | None, before, job_dir: Path) -> LaunchOutcome:
+def _check_tree(outcome: LaunchOutcome, protected: list[str], own: Path | None, before: tuple[dict, dict],
+                job_dir: Path) -> LaunchOutcome:
     """A job must leave the problem tree as it found it. Changes inside the item's own problem
     folder fail the item and are undone (the changed files go to the job's quarantine/). Changes
     elsewhere may be someone's concurrent edit, so they are reported, never reverted."""
@@ -174,7 +176,8 @@ def _check_tree(outcome: LaunchOutcome, protected, own: Path | None, before, job
     return outcome
 
 
-def _wait(proc, hunter, job_dir: Path, t0: float, timeout_s: float, compile_timeout_s: float):
+def _wait(proc: subprocess.Popen, hunter: ProcessHunter, job_dir: Path, t0: float, timeout_s: float,
+          compile_timeout_s: float):
     compile_s, last, last_scan, truncated = 0.0, t0, 0.0, set()
     timed_out = None
     while proc.poll() is None:
@@ -198,7 +201,8 @@ def _wait(proc, hunter, job_dir: Path, t0: float, timeout_s: float, compile_time
     return timed_out, compile_s, truncated
 
 
-def _env(token: str, cuda_devices, extensions_dir, allow_multicast: bool = False) -> dict:
+def _env(token: str, cuda_devices: list[int] | None, extensions_dir: str | None,
+         allow_multicast: bool = False) -> dict:
     env = dict(os.environ)
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTEST_CURRENT_TEST",
               "PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS"):

@@ -105,6 +105,55 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
+def gm_band(records: list[dict]) -> tuple[float, float] | None:
+    """GM of the band ends over records that each carry a "band" (the items of a run, as
+    item_band does over sizes); None when one of them has none."""
+    return item_band(records)
+
+
+def speed_change(base: float | None, base_band, new: float | None, new_band, threshold: float) -> str | None:
+    """How `new` stands against `base`: "regression" or "improvement" when it differs by more than
+    `threshold` (a fraction) and the noise bands do not overlap (the rounds tell the two apart),
+    else "noise". Without bands (reports older than schema 2) the threshold alone decides. None
+    when either has no score (CPU, timing off): there is no speed to compare."""
+    if base is None or new is None or base <= 0:
+        return None
+    rel = new / base - 1.0
+    if abs(rel) <= threshold:
+        return "noise"
+    if base_band and new_band and base_band[0] <= new_band[1] and new_band[0] <= base_band[1]:
+        return "noise"
+    return "regression" if rel < 0 else "improvement"
+
+
+def pass_by_round(items: list[dict]) -> list[float]:
+    """Cumulative pass rate by refinement round: entry r-1 is the share of counted items (one per
+    problem and sample) that passed in one of rounds 1..r. An item without a round summary ran one
+    round. The last entry is the pass rate."""
+    done = _scored(items)
+    if not done:
+        return []
+    first_pass: list[int | None] = []
+    last = 1
+    for i in done:
+        rounds = i.get("rounds") or [{"round": i.get("round") or 1, "outcome": i.get("outcome")}]
+        last = max([last] + [r.get("round") or 1 for r in rounds])
+        passed = [r.get("round") or 1 for r in rounds if r.get("outcome") == "passed"]
+        first_pass.append(min(passed) if passed else None)
+    return [sum(1 for f in first_pass if f is not None and f <= r) / len(done) for r in range(1, last + 1)]
+
+
+def usd_per_problem(items: list[dict]) -> float | None:
+    """USD a model's candidates cost per problem: the run's spend (every sample and round) over the
+    distinct problems counted. None when no item came from a model."""
+    from . import usage
+    cost = usage.totals(items)
+    problems = {i.get("problem") for i in _scored(items)}
+    if not cost or not problems:
+        return None
+    return cost["usd"] / len(problems)
+
+
 def _scored(items):
     return [i for i in items if i.get("outcome") in COUNTED]
 
@@ -198,3 +247,35 @@ def breakdowns(items: list[dict]) -> dict:
                           ("total", "passed", "pass_rate", "gm_speedup", "pass_x_gm", "pass_good")}
                     for tag, group in sorted(groups.items())}
     return out
+
+
+# ---- a problem's own figure of merit (problem.yaml `metric`) ---------------------------------------
+METRIC_UNITS = {"latency": "us", "bandwidth": "GB/s"}
+
+
+def size_metric(metric: str, size: dict) -> dict | None:
+    """Latency (us per call: every call is one round trip, barrier or ping-pong) or bandwidth
+    (link_bytes of harness.cost() per second, higher is better) of both sides at one size, from
+    the median times. The speedup stays t_ref / t_cand, which for bandwidth is bw_cand / bw_ref,
+    so Pass x GM means the same across metrics. None for `time` or without timing."""
+    if metric not in METRIC_UNITS:
+        return None
+    timing = size.get("timing") or {}
+    out: dict = {"name": metric, "unit": METRIC_UNITS[metric]}
+    for side in ("reference", "candidate"):
+        med = (timing.get(side) or {}).get("median_s")
+        if not med or med <= 0:
+            return None
+        if metric == "latency":
+            out[side] = med * 1e6
+        else:
+            link = (size.get("cost") or {}).get("link_bytes") or 0.0
+            out[side] = link / med / 1e9
+    return out
+
+
+def annotate_metric(sizes: list[dict], metric: str):
+    for s in sizes:
+        m = size_metric(metric, s)
+        if m is not None:
+            s["metric"] = m

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def tail(path: Path, chars: int = TAIL_CHARS) -> str:
         return ""
 
 
-def logs_tail(job_dir: Path, ranks=None) -> str:
+def logs_tail(job_dir: Path, ranks: Iterable[int] | None = None) -> str:
     """The end of each rank's log (C++ frame dumps dropped: the one place log excerpts are made)."""
     parts = []
     for log in sorted((job_dir / "logs").glob("rank*.log")):
@@ -91,7 +92,7 @@ def classify(job_dir: Path, token: str, nproc: int, rc: int, key: str | None = N
     return _blame(job_dir, candidate_path, nproc, rc, errors, done)
 
 
-def _error_outcome(job_dir: Path, e: dict, rc) -> LaunchOutcome:
+def _error_outcome(job_dir: Path, e: dict, rc: int | None) -> LaunchOutcome:
     msg = f"rank {e['rank']}: {drop_cpp_frames(e['message'])}"
     tb = drop_cpp_frames(e.get("traceback", "")).strip()
     if tb and e.get("where") == "candidate":
@@ -136,7 +137,7 @@ _CPP_FRAME = re.compile(r"^\s*(?:\[rank\d+\]:\s*)?(?:frame #\d+:|Exception raise
                         r"#\d+\s+\S.* from \S+:\d+\s*$)")
 
 
-def _collapse(text: str, pattern: re.Pattern, note) -> str:
+def _collapse(text: str, pattern: re.Pattern, note: Callable[[int], str]) -> str:
     """`text` without the lines `pattern` matches; each run of them becomes note(count)."""
     out, dropped = [], 0
     for line in text.splitlines(keepends=True):
@@ -238,7 +239,8 @@ def stopped_at(log: str, candidate_path: str | None = None) -> dict | None:
     """Where a rank's main thread was when SIGTERM stopped it (the faulthandler dump in its log):
     {"in_candidate": innermost Python frame in candidate code (not in torch.distributed or the
     harness, which only wait there), "where": "solution.py line 12 in solution(): <source>"}."""
-    blocks, cur = [], None
+    blocks: list[list[tuple[str, int, str]]] = []
+    cur: list[tuple[str, int, str]] | None = None
     for line in log.splitlines():
         if _THREAD.match(line):
             cur = []
@@ -254,8 +256,8 @@ def stopped_at(log: str, candidate_path: str | None = None) -> dict | None:
         return None
     frames = main[-1]
 
-    def candidate_file(f):
-        return (candidate_path and os.path.abspath(f) == os.path.abspath(candidate_path)) or \
+    def candidate_file(f: str) -> bool:
+        return bool(candidate_path and os.path.abspath(f) == os.path.abspath(candidate_path)) or \
             f.replace(os.sep, "/").endswith("/candidate/solution.py")
 
     top = frames[0][0].replace(os.sep, "/")
@@ -284,7 +286,7 @@ def _root_cause(torchrun_log: str) -> int | None:
 def _rank_states(job_dir: Path, candidate_path: str | None, nproc: int, errors: list,
                  torchrun_log: str = "") -> dict[int, dict]:
     beats = read_heartbeats(job_dir)
-    by_rank = {}
+    by_rank: dict[int, dict] = {}
     for e in errors:
         by_rank.setdefault(e["rank"], e)
     exits = dict((r, c) for r, c in _RANK_EXIT.findall(torchrun_log)) if torchrun_log else {}
@@ -368,11 +370,11 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
     root = _root_cause(torchrun_log)
     stop_codes = (-signal.SIGTERM, -signal.SIGKILL)
 
-    def others(r, with_error=True):
+    def others(r: int, with_error: bool = True) -> str:
         rest = "; ".join(_describe(states[p], with_error) for p in sorted(states) if p != r)
         return f" (other ranks: {rest})" if rest else ""
 
-    def first(ranks):   # torchrun's root cause first, then by rank
+    def first(ranks: Iterable[int]) -> list[int]:   # torchrun's root cause first, then by rank
         return sorted(ranks, key=lambda r: (r != root, r))
 
     silent = [r for r, st in states.items() if st["error"] is None and r not in done]
@@ -389,7 +391,7 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
                              + others(r), returncode=rc,
                              log_tail=logs_tail(job_dir, {r}) or clean_log(torchrun_log)[-TAIL_CHARS:])
 
-    def reported(e):    # the rank's own error; a signal it died of after writing it is noted
+    def reported(e: dict) -> LaunchOutcome:    # the rank's own error; a signal it died of after writing it is noted
         out = _error_outcome(job_dir, e, rc)
         code = states[e["rank"]]["exit"]
         if code is not None and code < 0 and code not in stop_codes:

@@ -2,6 +2,8 @@
 
 Every problem folder (problems/<category>/<name>/problem.yaml) is one test item,
 `test_problem[<category>/<name>]`, whose body is pytest_kernelbench.testcase.test_problem.
+With --kb-pkb, so is every reference of a ParallelKernelBench checkout (`test_problem[pkb/<N>_<name>]`,
+PkbSuite below; the Problems come from pytest_kernelbench/pkb/).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from .protocol import JobSpec
 from .problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
 from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN
 from .fixtures import kb_candidate, kb_placement, kb_problem, kb_session  # noqa: F401 (fixtures)
+from .pkb import checkout as pkb_checkout
 from .run import BenchRun, ReportWriter, identity, is_kb_nodeid
 from .session import Settings, base_record, new_run_id
 from .testcase import test_problem
@@ -23,7 +26,8 @@ from .testcase import test_problem
 # (option, type, default, help). Each is --kb-<name> on the command line and kb_<name> in ini.
 OPTIONS = [
     ("candidate", str, "auto", "auto | reference | shipped | shipped:NAME (auto: a shipped solution that runs here, else the reference as self-check)"),
-    ("solutions", str, None, "directory of hand-written candidates: DIR/<category>/<name>.py"),
+    ("solutions", str, None, "directory of hand-written candidates: DIR/<category>/<name>.py "
+     "(PKB items: DIR/<N>_<name>_<backend>.py, PKB's layout)"),
     ("device", str, "auto", "auto | cpu | cuda"),
     ("nproc", int, None, "world size (default: the largest valid one that fits)"),
     ("cpu-ranks", int, 4, "most ranks to start for a CPU (gloo) item"),
@@ -43,6 +47,13 @@ OPTIONS = [
     ("report", str, None, "path of the JSON report (default reports/<run-id>.json; the JSONL sits beside it)"),
     ("calibrate", str, "auto", "auto | off | force: measure this machine's ceilings once (cached) for the roofline"),
     ("resume", str, None, "continue a cut-short run from its JSONL: finished items are not run again"),
+    ("pkb", str, None, "a ParallelKernelBench checkout: its reference/<N>_<name>.py problems run as items "
+     "pkb/<N>_<name> (alone, unless paths to collect are given too)"),
+    ("pkb-backend", str, "cuda", "cuda | triton: which PKB candidates --kb-solutions holds (<N>_<name>_<backend>.py)"),
+    ("compare", str, None, "an earlier JSON report: print this run's per-item and aggregate deltas against it "
+     "under the summary (kernelbench compare BASE NEW does the same from two reports)"),
+    ("compare-fail", str, None, "with --kb-compare: fail the session on a regression, e.g. speedup:5%,pass (a speed "
+     "drop past 5% outside the noise bands; an item that passed before and not now)"),
     # model generation: candidates written by a model through litellm (pip install 'pytest-kernelbench[llm]')
     ("model", str, None, "litellm model string (e.g. anthropic/claude-opus-4-7): the model writes every candidate"),
     ("samples", int, 1, "independent candidates per problem (pass@k, fast_1@k)"),
@@ -118,6 +129,14 @@ def settings_from(config) -> Settings:
     if v["timing-rounds"] is not None and v["timing-rounds"] < 5:
         raise pytest.UsageError(f"--kb-timing-rounds={v['timing-rounds']}: at least 5 rounds")
     _check_model_options(v)
+    _check_compare(v)
+    if v["pkb-backend"] not in pkb_checkout.BACKENDS:
+        raise pytest.UsageError(f"--kb-pkb-backend={v['pkb-backend']!r}: expected cuda or triton")
+    if v["pkb"]:
+        try:
+            v["pkb"] = str(pkb_checkout.check_checkout(v["pkb"]))
+        except pkb_checkout.CheckoutError as e:
+            raise pytest.UsageError(str(e)) from None
     if v["allow-multicast"] and not hardware.multicast_supported():
         raise pytest.UsageError("--kb-allow-multicast: this machine reports no NVLink multicast support")
     return Settings(candidate=v["candidate"], solutions=v["solutions"], device=v["device"], nproc=v["nproc"],
@@ -129,7 +148,25 @@ def settings_from(config) -> Settings:
                     calibrate=v["calibrate"], model=v["model"], samples=v["samples"], rounds=v["rounds"],
                     temperature=v["temperature"], max_tokens=v["max-tokens"], api_base=v["api-base"],
                     max_cost=v["max-cost"], print_prompt=v["print-prompt"], regenerate=v["regenerate"],
-                    request_timeout=v["request-timeout"], retries=v["retries"], cache_dir=v["cache-dir"])
+                    request_timeout=v["request-timeout"], retries=v["retries"], cache_dir=v["cache-dir"],
+                    compare=v["compare"], compare_fail=v["compare-fail"], pkb=v["pkb"], pkb_backend=v["pkb-backend"])
+
+
+def _check_compare(v: dict):
+    if not v["compare"] and not v["compare-fail"]:
+        return
+    if v["compare-fail"] and not v["compare"]:
+        raise pytest.UsageError("--kb-compare-fail needs --kb-compare=BASE (the report to compare with)")
+    from .cli.compare import parse_fail_on
+    from .cli.reports import ReportError, load
+    try:
+        load(v["compare"])      # read once here, so a bad BASE never waits for the end of the run
+    except ReportError as e:
+        raise pytest.UsageError(f"--kb-compare: {e}") from None
+    try:
+        parse_fail_on(v["compare-fail"])
+    except ValueError as e:
+        raise pytest.UsageError(f"--kb-compare-fail: {e}") from None
 
 
 def _check_model_options(v: dict):
@@ -161,7 +198,11 @@ def pytest_configure(config):
     for marker, what in [(c, "category") for c in CATEGORIES] + [(p, "parallelism") for p in PARALLELISMS] + \
             [(d, "difficulty") for d in DIFFICULTIES] + [(lib, "library") for lib in LIBRARIES]:
         config.addinivalue_line("markers", f"{marker}: kernelbench problems with {what} '{marker}'")
+    config.addinivalue_line("markers", "pkb: ParallelKernelBench problems (--kb-pkb)")
+    config.addinivalue_line("markers", "non_llm: kernelbench problems from non-LLM workloads (PKB's taxonomy)")
     settings = settings_from(config)
+    if settings.pkb:
+        _collect_pkb(config, Path(settings.pkb) / "reference")
     worker = getattr(config, "workerinput", None)
     if worker and "kb_run" in worker:
         run_id, nonce = worker["kb_run"]["run_id"], worker["kb_run"]["nonce"]
@@ -213,8 +254,10 @@ class _XdistHooks:
         self.header_done = True
         # workers collect; the controller checks the selection once, from the ids the first one sent
         problems = []
+        stems = {nodeid.partition("::test_problem[pkb/")[2].rstrip("]") for nodeid in ids if is_kb_nodeid(nodeid)}
+        problems += [p for stem, p in _pkb_problems(node.config) if stem in stems and not isinstance(p, ProblemError)]
         for nodeid in ids:
-            if is_kb_nodeid(nodeid):
+            if is_kb_nodeid(nodeid) and "::test_problem[pkb/" not in nodeid:
                 try:
                     path = Path(node.config.rootpath) / nodeid.partition("::")[0]
                     problems.append(load_problem(path, _problems_root(path)))
@@ -280,6 +323,57 @@ class BrokenProblem(pytest.Item):
 
     def reportinfo(self):
         return self.path, None, self.name
+
+
+class PkbSuite(pytest.Directory):
+    """--kb-pkb: a ParallelKernelBench checkout's reference/ folder; one item per reference (nothing
+    else in it is collected, and none of its code is imported here)."""
+
+    def collect(self):
+        for stem, problem in _pkb_problems(self.config):
+            yield PkbReference.from_parent(self, path=self.path / f"{stem}.py", problem=problem)
+
+
+class PkbReference(pytest.File):
+    def __init__(self, *, problem, **kwargs):
+        super().__init__(**kwargs)
+        self.problem = problem
+
+    def collect(self):
+        name = f"test_problem[{pkb_checkout.PREFIX}/{self.path.stem}]"
+        if isinstance(self.problem, ProblemError):
+            yield BrokenProblem.from_parent(self, name=name, error=str(self.problem))
+            return
+        item = pytest.Function.from_parent(self, name=name, callobj=test_problem)
+        item.stash[KB_PROBLEM] = self.problem
+        for marker in pkb_checkout.markers(self.problem):
+            item.add_marker(marker)
+        yield item
+
+
+def _pkb_problems(config) -> list:
+    settings = config.pluginmanager.get_plugin(RUN_PLUGIN).settings
+    if not settings.pkb:
+        return []
+    cache = Path(config.rootpath) / (settings.cache_dir or ".kb-cache")
+    return pkb_checkout.load_problems(Path(settings.pkb), cache)
+
+
+def _collect_pkb(config, reference: Path):
+    """The checkout's reference/ folder is one more path to collect; without paths given on the
+    command line it is the only one (the PKB suite alone, not testpaths as well)."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args[:] = []
+    if not any(Path(a.partition("::")[0]).resolve() == reference for a in config.args):
+        config.args.append(str(reference))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collect_directory(path, parent):
+    run = parent.config.pluginmanager.get_plugin(RUN_PLUGIN)
+    if run is not None and run.settings.pkb and path == Path(run.settings.pkb) / "reference":
+        return PkbSuite.from_parent(parent, path=path)
+    return None
 
 
 def _problems_root(yaml_path: Path) -> Path:

@@ -14,7 +14,10 @@ import yaml
 CATEGORIES = ("p2p", "collective", "ep", "fusion", "utility")
 PARALLELISMS = ("tp", "sp", "cp", "dp", "fsdp", "ep", "pp")
 DIFFICULTIES = ("easy", "medium", "hard")
-LIBRARIES = ("nccl", "gloo", "symm_mem", "nvshmem", "triton", "cuda", "cublas", "mscclpp", "deepep")
+LIBRARIES = ("nccl", "gloo", "symm_mem", "nvshmem", "triton", "cuda", "cublas", "mscclpp", "deepep",
+             "cuda_ipc", "nccl_device", "posix_shm")
+KINDS = ("rewrite", "native")        # native: a C++/CUDA template with edit regions (problems/NATIVE.md)
+METRICS = ("time", "latency", "bandwidth")
 DEVICES = ("cpu", "cuda")
 DTYPES = ("float32", "float16", "bfloat16")
 FORBID_FAMILIES = ("collectives", "p2p", "symm_mem_ops")
@@ -59,6 +62,11 @@ class Problem:
     cpu_note: str | None
     no_cpu_candidate: str | None   # why no candidate but the reference can run on CPU (gloo), if so
     solutions: dict = field(default_factory=dict)   # name -> {"path": Path, "devices": tuple}
+    kind: str = "rewrite"
+    metric: str = "time"
+    template: str | None = None    # native: the template's file name (shown to models)
+    build: dict | None = None      # native: the hidden build recipe (native.build.Recipe)
+    protected: tuple = ()          # more folders candidates may not touch (a PKB item: its checkout's files)
 
     @property
     def id(self) -> str:
@@ -71,6 +79,10 @@ class Problem:
     @property
     def reference_path(self) -> Path:
         return self.path / "reference.py"
+
+    @property
+    def template_path(self) -> Path:
+        return self.path / (self.template or "")
 
     @property
     def harness_path(self) -> Path:
@@ -177,7 +189,7 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
                               "add 'no_cpu_candidate: <why>' (non-reference candidates then skip on CPU)")
     known = {"title", "description", "category", "parallelism", "difficulty", "libraries", "world_sizes",
              "devices", "dtype", "sizes", "forbid", "inplace", "tolerance", "timeout_s", "cpu_note",
-             "no_cpu_candidate", "solutions"}
+             "no_cpu_candidate", "solutions", "kind", "template", "metric", "build"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ProblemError(p, f"unknown field '{unknown[0]}' (known: {', '.join(sorted(known))})")
@@ -197,12 +209,22 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
     if "solution" not in {n.name for n in ref_tree.body if isinstance(n, ast.FunctionDef)}:
         raise ProblemError(folder / "reference.py", "missing function 'solution()'")
 
-    solutions = _solutions(folder, data.get("solutions") or {}, devices, p)
+    kind = _need(data, "kind", p, str, KINDS) if "kind" in data else "rewrite"
+    metric = _need(data, "metric", p, str, METRICS) if "metric" in data else "time"
+    if kind == "native":
+        template, build, solutions = _native(folder, data, devices, forbid, found, p)
+    else:
+        for key in ("template", "build"):
+            if key in data:
+                raise ProblemError(p, f"field '{key}' belongs to native problems (add 'kind: native')")
+        template, build = None, None
+        solutions = _solutions(folder, data.get("solutions") or {}, devices, p)
     return Problem(root=Path(root), path=folder, title=title, description=description, category=category,
                    parallelism=parallelism, difficulty=difficulty, libraries=libraries,
                    world_sizes=tuple(sorted(world_sizes)), devices=devices, dtype=dtype, sizes=dict(sizes),
                    forbid=forbid, inplace=inplace, tolerance=tolerance, timeout_s=timeout_s,
-                   cpu_note=cpu_note, no_cpu_candidate=no_cpu.strip() if no_cpu else None, solutions=solutions)
+                   cpu_note=cpu_note, no_cpu_candidate=no_cpu.strip() if no_cpu else None, solutions=solutions,
+                   kind=kind, metric=metric, template=template, build=build)
 
 
 def _solutions(folder: Path, declared: dict, devices: tuple, p: Path) -> dict:
@@ -222,6 +244,49 @@ def _solutions(folder: Path, declared: dict, devices: tuple, p: Path) -> dict:
     for name, path in found.items():
         out.setdefault(name, {"path": path, "devices": tuple(devices)})
     return out
+
+
+def _native(folder: Path, data: dict, devices: tuple, forbid: tuple, harness_fns: set, p: Path):
+    """A native problem's template, recipe and shipped fill (solution<suffix>), checked: the markers
+    pair up and the shipped fill splices into the template (a broken exemplar fails collection)."""
+    from .native.build import LINKABLE, SUFFIX
+    from .native.regions import EditError, MarkerError, parse, splice
+    if forbid:
+        raise ProblemError(p, "field 'forbid' does not apply to native problems: what region code may use is "
+                              "the build recipe's libraries and headers")
+    if "solutions" in data:
+        raise ProblemError(p, "field 'solutions' does not apply to native problems: the shipped fill is solution.cu/.cpp")
+    build = _need(data, "build", p, dict)
+    unknown = sorted(set(build) - {"compiler", "flags", "libraries", "headers", "asm"})
+    if unknown:
+        raise ProblemError(p, f"unknown field 'build.{unknown[0]}' (known: asm, compiler, flags, headers, libraries)")
+    compiler = _need(build, "compiler", p, str, tuple(SUFFIX))
+    for key in ("flags", "libraries", "headers"):
+        value = build.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ProblemError(p, f"field 'build.{key}' must be a list of strings, got {value!r}")
+    bad = [lib for lib in build.get("libraries", []) if lib not in LINKABLE]
+    if bad:
+        raise ProblemError(p, f"field 'build.libraries' has {bad[0]!r}; expected any of {', '.join(LINKABLE)}")
+    if not isinstance(build.get("asm", False), bool):
+        raise ProblemError(p, "field 'build.asm' must be true/false")
+    template = _need(data, "template", p, str)
+    suffix = SUFFIX[compiler]
+    if Path(template).name != template or not template.endswith(suffix):
+        raise ProblemError(p, f"field 'template' must name a {suffix} file in the problem folder (compiler {compiler})")
+    tpath, spath = folder / template, folder / f"solution{suffix}"
+    for path in (tpath, spath):
+        if not path.is_file():
+            raise ProblemError(path, "missing (a native problem needs its template and the filled solution)")
+    try:
+        if not parse(tpath.read_text(), template).order:
+            raise ProblemError(tpath, "has no edit region (// >>> EDIT name ... // <<< EDIT name)")
+        splice(tpath.read_text(), spath.read_text(), template)
+    except (MarkerError, EditError) as e:
+        raise ProblemError(spath if isinstance(e, EditError) else tpath, str(e)) from None
+    if "native_call" not in harness_fns:
+        raise ProblemError(folder / "harness.py", "missing function 'native_call()' (the glue of a native problem)")
+    return template, dict(build), {"solution": {"path": spath, "devices": tuple(devices)}}
 
 
 def size_names(problem: Problem, device: str, requested: list[str] | None) -> list[str]:

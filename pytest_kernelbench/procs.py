@@ -129,7 +129,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _signal(pid: int, sig) -> bool:
+def _signal(pid: int, sig: int) -> bool:
     try:
         os.kill(pid, sig)
         return True

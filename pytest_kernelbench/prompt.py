@@ -53,6 +53,8 @@ def forbid_text(problem) -> str:
 
 def cpu_transports(problem) -> str:
     """What a CPU (gloo) candidate of this problem may communicate with."""
+    if problem.kind == "native":
+        return "what the template's fixed part provides (for example memory shared by the rank processes)"
     allowed = [name for family, name in (("p2p", "point-to-point calls (send, recv, isend, irecv, batch_isend_irecv)"),
                                           ("collectives", "torch.distributed collectives"))
                if family not in problem.forbid]
@@ -112,12 +114,16 @@ def task_text(problem, placement, machine: dict, probed: dict | None) -> str:
 
 def messages(problem, placement, machine: dict, probed: dict | None) -> list[dict]:
     """The first round's chat: a system message and the task."""
+    if problem.kind == "native":
+        from .native.prompt import native_task_text
+        return [{"role": "system", "content": fill("system_native.md")},
+                {"role": "user", "content": native_task_text(problem, placement, machine, probed)}]
     return [{"role": "system", "content": fill("system.md")},
             {"role": "user", "content": task_text(problem, placement, machine, probed)}]
 
 
 def refine_messages(first: list[dict], history: list[tuple[str, str]], harness_text: str = "",
-                    device: str = "cuda") -> list[dict]:
+                    device: str = "cuda", native=None) -> list[dict]:
     """Round r's chat: the first round's, then for every earlier round the code it produced (as the
     assistant's turn) and what happened to it. history: [(code or answer text, record), ...]."""
     out = list(first)
@@ -125,9 +131,9 @@ def refine_messages(first: list[dict], history: list[tuple[str, str]], harness_t
         if record.get("failure") == "no_code":     # the answer itself (clipped): there was no code
             content = (code or "").strip() or "(an empty answer)"
         else:
-            content = f"```python\n{(code or '').strip()}\n```"
+            content = f"```{lang_of(native)}\n{(code or '').strip()}\n```"
         out.append({"role": "assistant", "content": content})
-        out.append({"role": "user", "content": feedback(record, i, harness_text, device)})
+        out.append({"role": "user", "content": feedback(record, i, harness_text, device, native)})
     return out
 
 
@@ -140,7 +146,14 @@ def needs_refinement(record: dict, device: str) -> bool:
     return device == "cuda" and score is not None and score < 1.0
 
 
-def feedback(record: dict, round_no: int, harness_text: str = "", device: str = "cuda") -> str:
+def lang_of(native) -> str:
+    """The code fence of a problem's candidates: python, or the native template's language."""
+    if native is None:
+        return "python"
+    return "cuda" if str(native.template).endswith(".cu") else "cpp"
+
+
+def feedback(record: dict, round_no: int, harness_text: str = "", device: str = "cuda", native=None) -> str:
     outcome = record.get("outcome")
     failure = record.get("failure")
     if outcome == "passed":
@@ -164,6 +177,8 @@ def feedback(record: dict, round_no: int, harness_text: str = "", device: str = 
     if warnings:
         parts.append("Warnings:\n" + "\n".join(f"- {w}" for w in warnings[:8]))
     excerpt = redact("\n\n".join(parts), harness_text)
+    if native is not None:
+        return fill("refine_native.md", round=round_no, outcome=head, excerpt=excerpt, goal=goal, lang=lang_of(native))
     return fill("refine.md", round=round_no, outcome=head, excerpt=excerpt, goal=goal)
 
 

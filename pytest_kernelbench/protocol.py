@@ -43,6 +43,8 @@ class Failure(str, enum.Enum):
     TIMEOUT = "timeout"
     FORBIDDEN_CALL = "forbidden_call"
     UNSAFE = "unsafe"
+    EDIT_OUTSIDE_REGION = "edit_outside_region"     # native: a change outside the template's EDIT regions
+    FORBIDDEN_CONSTRUCT = "forbidden_construct"     # native: region code reaching outside (header, system(), asm, ...)
     # not the candidate's (outcome error)
     API_ERROR = "api_error"
     INVALID_PROBLEM = "invalid_problem"
@@ -108,6 +110,7 @@ class JobSpec:
     pg_timeout_s: float = 20.0   # short, so a hang after the first call surfaces fast
     compile_timeout_s: float = 600.0
     allow_multicast: bool = False
+    native_lib: str | None = None    # native problems: the built library; harness.py's glue calls it
 
     def to_dict(self) -> dict:
         return asdict(self)

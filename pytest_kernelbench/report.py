@@ -86,7 +86,13 @@ def _speed_cell(i: dict) -> str:
 def _note(i: dict, width: int = 90) -> str:
     """Why an item did not pass (first line of its message), or why it was skipped."""
     if i.get("outcome") == "passed":
-        return "suspect: faster than the roofline allows" if i.get("suspect") else ""
+        if i.get("suspect"):
+            return "suspect: faster than the roofline allows"
+        # latency/bandwidth problems: their own figure at the last size (GPU runs; CPU times are no speed)
+        m = next((s["metric"] for s in reversed(i.get("sizes") or []) if s.get("metric")), None)
+        if m and i.get("device") == "cuda":
+            return f"{m['name']} {m['candidate']:.3g} {m['unit']} (reference {m['reference']:.3g})"
+        return ""
     text = (i.get("message") or "").strip().splitlines()
     text = text[0] if text else ""
     return text if len(text) <= width else text[:width - 3] + "..."

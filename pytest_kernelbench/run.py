@@ -25,18 +25,21 @@ FIRST_BAD = pytest.StashKey[dict]()
 
 # settings that change what a record means: a resumed run must match the earlier run on each
 IDENTITY = ("candidate", "solutions", "model", "samples", "rounds", "temperature", "max_tokens", "device",
-            "nproc", "cpu_ranks", "sizes", "trials", "timing", "timing_rounds", "seed", "allow_multicast")
+            "nproc", "cpu_ranks", "sizes", "trials", "timing", "timing_rounds", "seed", "allow_multicast",
+            "pkb", "pkb_backend")
 
 
 def is_kb_nodeid(nodeid: str) -> bool:
     path, _, rest = nodeid.partition("::")
-    return path.endswith("problem.yaml") and rest.startswith("test_problem[")
+    # a problem.yaml, or a ParallelKernelBench reference collected with --kb-pkb (pkb/<N>_<name>)
+    return rest.startswith("test_problem[") and (path.endswith("problem.yaml") or rest.startswith("test_problem[pkb/"))
 
 
 def identity(settings: Settings, rootdir: Path) -> dict:
     out = {k: getattr(settings, k) for k in IDENTITY}
-    if out["solutions"]:
-        out["solutions"] = str((rootdir / out["solutions"]).resolve())
+    for key in ("solutions", "pkb"):
+        if out[key]:
+            out[key] = str((rootdir / out[key]).resolve())
     return json.loads(json.dumps(out))
 
 
@@ -141,6 +144,7 @@ class ReportWriter:
         self.logged: set[str] = set()
         self.first_bad: dict[str, dict] = {}
         self.doc = None
+        self.comparison = None      # --kb-compare: cli.compare.Comparison
 
     def pytest_runtest_logreport(self, report):
         nodeid = report.nodeid
@@ -169,6 +173,12 @@ class ReportWriter:
         config = {"run_id": self.run.run_id, "nonce": self.run.nonce, "settings": asdict(self.run.settings),
                   "identity": self.run.identity, "args": list(session.config.invocation_params.args)}
         self.doc = report.write_json(self.run.json_path, self.run.machine, config, items)
+        if self.run.settings.compare:
+            from .cli import compare
+            self.comparison = compare.against(self.run.settings.compare, {**self.doc, "path": str(self.run.json_path)},
+                                              self.run.settings.compare_fail)
+            if self.comparison.failed and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED   # as pytest-benchmark's --benchmark-compare-fail
         run_dir = self.run.json_path.with_suffix("")
         for d in (run_dir / "jobs", run_dir):     # every job passed and was removed: leave no empty folder
             try:
@@ -193,6 +203,10 @@ class ReportWriter:
         for line in report.summary_lines(self.doc):
             tr.write_line(line)
         tr.write_line(f"report: {self.run.json_path}  (per-item log: {self.run.jsonl_path})")
+        if self.comparison is not None:
+            tr.write_sep("-", "kernelbench compare")
+            for line in self.comparison.lines():
+                tr.write_line(line)
 
 
 def report_log(run: BenchRun) -> report.JsonlLog:

@@ -63,6 +63,14 @@ class Settings:
     request_timeout: float = 600.0
     retries: int = 5
     cache_dir: str | None = None
+    # --kb-compare: this run against an earlier report, under the summary; regressions fail the
+    # session only with --kb-compare-fail (cli/compare.py)
+    compare: str | None = None
+    compare_fail: str | None = None
+    # --kb-pkb: a ParallelKernelBench checkout whose problems are collected as pkb/<N>_<name> (pkb/);
+    # --kb-solutions then also holds <N>_<name>_<pkb_backend>.py files, PKB's layout
+    pkb: str | None = None
+    pkb_backend: str = "cuda"
 
 
 def new_run_id(label: str) -> str:
@@ -88,6 +96,8 @@ class KBSession:
             cache.mkdir(parents=True, exist_ok=True)
         self.pool = GpuPool(cache / f"gpu-leases-{visible}.json", list(range(self.gpu_count))) if self.gpu_count else None
         self.extensions_dir = os.environ.get("TORCH_EXTENSIONS_DIR") or str(cache / "torch_extensions")
+        # native candidates' builds: per machine, shared by xdist workers and runs (native/build.py)
+        self.native_dir = os.environ.get("KB_NATIVE_CACHE") or str(cache / "native")
         self.shapes_prefetched = False     # model runs probe every item's input shapes once, up front
 
     # ---- where an item runs ----------------------------------------------------------------
@@ -131,21 +141,24 @@ class KBSession:
         return None
 
     # ---- one item ---------------------------------------------------------------------------
-    def job(self, problem, candidate, placement, job_dir: Path) -> JobSpec:
+    def job(self, problem, candidate, placement, job_dir: Path, native=None) -> JobSpec:
         s = self.settings
-        cand_path = job_dir / "candidate" / "solution.py"
+        # a native candidate's job keeps the file that was built (for people); the ranks load the library
+        cand_path = job_dir / "candidate" / (problem.template if native else "solution.py")
         cand_path.parent.mkdir(parents=True, exist_ok=True)
-        cand_path.write_text(candidate.source)
+        cand_path.write_text(native.source if native else candidate.source)
         return JobSpec(
             token=secrets.token_hex(8), problem=problem.id,
             harness_path=str(problem.harness_path), reference_path=str(problem.reference_path),
-            candidate_path=str(cand_path), problem_dir=str(problem.path), protected=[str(problem.root)],
+            candidate_path=str(cand_path), problem_dir=str(problem.path),
+            protected=[str(problem.root), *map(str, problem.protected)],
             device=placement.device, dtype=problem.dtype,
             sizes={n: problem.sizes[n] for n in placement.sizes}, size_order=list(placement.sizes),
             trials=s.trials, forbid=[] if candidate.is_reference else list(problem.forbid),   # on CPU as on CUDA
             inplace=problem.inplace, tolerance=dict(problem.tolerance),
             timing=TimingSpec.for_device(placement.device, enabled=s.timing, rounds=s.timing_rounds),
-            pg_timeout_s=s.pg_timeout, compile_timeout_s=s.compile_timeout, allow_multicast=bool(s.allow_multicast))
+            pg_timeout_s=s.pg_timeout, compile_timeout_s=s.compile_timeout, allow_multicast=bool(s.allow_multicast),
+            native_lib=native.lib if native else None)
 
     def run_item(self, problem, candidate, placement: Placement, nodeid: str, sample=None) -> dict:
         record = base_record(problem, candidate, nodeid, sample)
@@ -159,10 +172,16 @@ class KBSession:
             if found:
                 record.update(outcome="failed", failure="unsafe", message=found)
                 return record
+        record["metric"] = problem.metric
+        native = None
+        if problem.kind == "native" and not candidate.is_reference:
+            native = self.prepare_native(problem, candidate, record)
+            if native is None:
+                return record
         slug = re.sub(r"[^A-Za-z0-9]+", "-", problem.id) + (f"-s{sample}" if sample is not None else "")
         job_dir = self.run_dir / "jobs" / f"{slug}-{secrets.token_hex(3)}"
         job_dir.mkdir(parents=True)
-        job = self.job(problem, candidate, placement, job_dir)
+        job = self.job(problem, candidate, placement, job_dir, native)
         timeout = self.settings.timeout or problem.timeout_s or DEFAULT_TIMEOUT_S
         kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout, compile_timeout_s=self.settings.compile_timeout,
                       extensions_dir=self.extensions_dir)
@@ -173,11 +192,26 @@ class KBSession:
         else:
             outcome = launch.run_job(job_dir, job, **kwargs)
         self.fill(record, outcome, placement)
+        metrics.annotate_metric(record.get("sizes") or [], problem.metric)
         record["job_dir"] = str(job_dir)
         if record["outcome"] == "passed" and not self.settings.keep_jobs:
             launch.remove_job_dir(job_dir)
             record["job_dir"] = None
         return record
+
+    def prepare_native(self, problem, candidate, record: dict):
+        """Splice, scan and build a native candidate before launch (the build is not on the item's
+        deadline: its time goes to record["build"]). None when the item ends here (record filled)."""
+        from .native import prepare
+        prep = prepare(problem, candidate.source, Path(self.native_dir), self.settings.compile_timeout)
+        record["build"] = prep.build or None
+        if prep.error:
+            record.update(outcome="error", failure="harness_error", message=prep.error)
+        elif prep.failure:
+            record.update(outcome="failed", failure=prep.failure[0], message=prep.failure[1])
+        else:
+            return prep
+        return None
 
     def fill(self, record: dict, outcome, placement: Placement):
         result = outcome.result or {}

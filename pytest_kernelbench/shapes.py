@@ -19,13 +19,19 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
 from .protocol import atomic_write, child_pythonpath
+
+if TYPE_CHECKING:
+    from .problem import Problem
 
 PROBE_TIMEOUT_S = 120.0
 VERSION = 1
 
 
-def _describe(obj, torch, depth=0):
+def _describe(obj: Any, torch: ModuleType, depth: int = 0) -> dict:
     if isinstance(obj, torch.Tensor):
         return {"kind": "tensor", "dtype": str(obj.dtype).replace("torch.", ""), "shape": list(obj.shape)}
     if isinstance(obj, bool):
@@ -39,14 +45,16 @@ def _describe(obj, torch, depth=0):
     return {"kind": type(obj).__name__}
 
 
-def _probe_job(job: dict, torch) -> dict:
+def _probe_job(job: dict, torch: ModuleType) -> dict:
     import importlib.util
     spec = importlib.util.spec_from_file_location(f"_kb_shapes_{os.urandom(4).hex()}", job["harness"])
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {job['harness']}")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     dtype = getattr(torch, job["dtype"])
     meta = torch.device("meta")
-    out = {}
+    out: dict[str, dict] = {}
     for name, cfg in job["sizes"].items():
         try:
             ranks = []
@@ -79,7 +87,7 @@ def main():
 
 
 # ---- pytest-process side ------------------------------------------------------------------------
-def _key(problem, world_size: int) -> str:
+def _key(problem: Problem, world_size: int) -> str:
     h = hashlib.sha256()
     h.update(f"v{VERSION}|{problem.dtype}|{world_size}|".encode())
     h.update(json.dumps(problem.sizes, sort_keys=True, default=str).encode())
@@ -127,7 +135,7 @@ def probe_many(requests: list[tuple], cache_dir: Path | None = None) -> list[dic
     return results
 
 
-def probe(problem, world_size: int, cache_dir: Path | None = None) -> dict | None:
+def probe(problem: Problem, world_size: int, cache_dir: Path | None = None) -> dict | None:
     return probe_many([(problem, world_size)], cache_dir)[0]
 
 
@@ -162,7 +170,7 @@ def _compress(parts: list[str]) -> list[str]:
     return lines
 
 
-def describe(probed: dict | None, problem, world_size: int, running: list[str]) -> str:
+def describe(probed: dict | None, problem: Problem, world_size: int, running: list[str]) -> str:
     """Markdown lines: per size, its config and what every rank receives."""
     lines = []
     for name, cfg in problem.sizes.items():

@@ -101,7 +101,7 @@ def test_job_spec_round_trips_and_refuses_unknown_fields(tmp_path):
 def test_metrics_categories_are_the_protocol_failures():
     assert set(metrics.CATEGORIES) == {f.value for f in protocol.Failure}
     assert "unsafe" in metrics.CATEGORIES and "api_error" in metrics.CATEGORIES
-    assert "edit_outside_region" not in metrics.CATEGORIES       # nothing produces it yet
+    assert {"edit_outside_region", "forbidden_construct"} <= set(metrics.CATEGORIES)   # native problems
 
 
 def test_ci_runs_the_readme_test_command_in_a_fresh_venv():
@@ -115,7 +115,11 @@ def test_ci_runs_the_readme_test_command_in_a_fresh_venv():
 
 # ---- lint and types: part of the test command, so CI enforces them ------------------------------
 TYPED = ["pytest_kernelbench/protocol.py", "pytest_kernelbench/metrics.py", "pytest_kernelbench/report.py",
-         "pytest_kernelbench/problem.py"]
+         "pytest_kernelbench/problem.py", "pytest_kernelbench/outcome.py", "pytest_kernelbench/launch.py",
+         "pytest_kernelbench/shapes.py", "pytest_kernelbench/procs.py", "pytest_kernelbench/harnesslib.py",
+         "pytest_kernelbench/candidates/cache.py", "pytest_kernelbench/worker/compare.py",
+         "pytest_kernelbench/worker/timing.py", "pytest_kernelbench/worker/checks.py",
+         "pytest_kernelbench/worker/clocks.py", "pytest_kernelbench/worker/files.py"]
 
 
 def _tool(module: str, *args) -> subprocess.CompletedProcess:

@@ -357,11 +357,7 @@ def test_terminal_table_shows_roofline_and_suspect_flag():
 
 
 def test_suite_table_sorts_by_roofline_and_counts_every_size():
-    import importlib.util
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("suite_table", root / "bench" / "suite_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from pytest_kernelbench.cli import suite_table as mod
     doc = {"machine": {}, "items": [
         {"problem": p, "outcome": "passed", "roofline": {"reference": r},
          "sizes": [{"name": "s", "speedup": sp, "roofline": {"reference": r}}]}

@@ -25,7 +25,7 @@ from ..protocol import atomic_write
 VERSION = 1
 
 
-def _h(obj) -> str:
+def _h(obj: object) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 

@@ -73,3 +73,32 @@ def extract(answer: str | None) -> tuple[str | None, str]:
         except SyntaxError:
             pass
     return None, "the answer has no Python code block"
+
+
+# ---- native problems (problems/NATIVE.md): C++/CUDA, the whole file or only its EDIT regions ----------
+NATIVE_TAGS = {"", "cuda", "cu", "cpp", "c++", "cxx", "cc", "c", "h", "hpp", "cuh"}
+
+
+def extract_native(answer: str | None) -> tuple[str | None, str]:
+    """(candidate text or None, how it was found). The last C++/CUDA block when it is a whole file;
+    when it holds only regions, the regions of every such block after the last whole file, a later
+    block's region replacing an earlier one of the same name. Never joined with a whole file."""
+    from ..native.regions import regions_only
+    if not answer or not answer.strip():
+        return None, "the answer is empty"
+    code = [c for tag, c, _ in blocks(answer) if tag in NATIVE_TAGS and c.strip()]
+    if not code:
+        if "```" not in answer and "~~~" not in answer and regions_only(answer) is not None:
+            return answer.strip("\n") + "\n", "the whole answer (no code fence)"
+        return None, "the answer has no C++/CUDA code block"
+    if regions_only(code[-1]) is None:
+        return code[-1].strip("\n") + "\n", "the last C++/CUDA block (a whole file)"
+    merged: dict = {}
+    for c in code:
+        found = regions_only(c)
+        if found is None:
+            merged = {}
+        else:
+            merged.update(found)
+    text = "\n".join(f"// >>> EDIT {n}\n{body}\n// <<< EDIT {n}" for n, body in merged.items()) + "\n"
+    return text, f"the EDIT regions of the last C++/CUDA blocks ({', '.join(merged)})"

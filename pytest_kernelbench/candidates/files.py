@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..pkb.checkout import candidate_path as pkb_candidate_path, is_pkb
 from . import Candidate
 
 MODES = ("auto", "reference", "shipped")
@@ -48,20 +49,25 @@ def shipped(problem, device: str, name: str | None, strict: bool) -> Candidate |
     return None
 
 
-def from_directory(problem, directory: Path) -> Candidate:
-    path = Path(directory) / problem.category / f"{problem.name}.py"
+def from_directory(problem, directory: Path, pkb_backend: str = "cuda") -> Candidate:
+    # a native problem's candidate is its template's language: the whole file or only the regions
+    suffix = Path(problem.template).suffix if problem.kind == "native" else ".py"
+    path = Path(directory) / problem.category / f"{problem.name}{suffix}"
+    expected = f"<dir>/{problem.category}/{problem.name}{suffix}"
+    if is_pkb(problem):         # ParallelKernelBench's layout: <dir>/<N>_<name>_<backend>.py
+        path = pkb_candidate_path(problem, directory, pkb_backend)
+        expected = f"<dir>/{path.name}"
     label = f"dir:{Path(directory).name}"
     if not path.is_file():
         # a failure of this candidate set (no_code), counted like any other, never an error
         return Candidate("dir", label, None, origin=str(path), failure=(
-            "no_code", f"{path}: no candidate for {problem.id} in --kb-solutions={directory} "
-                       f"(expected <dir>/{problem.category}/{problem.name}.py)"))
+            "no_code", f"{path}: no candidate for {problem.id} in --kb-solutions={directory} (expected {expected})"))
     return Candidate("dir", label, path.read_text(), origin=str(path))
 
 
-def choose(problem, device: str, mode_value: str, solutions_dir: str | None) -> Candidate:
+def choose(problem, device: str, mode_value: str, solutions_dir: str | None, pkb_backend: str = "cuda") -> Candidate:
     if solutions_dir:
-        return from_directory(problem, Path(solutions_dir))
+        return from_directory(problem, Path(solutions_dir), pkb_backend)
     mode, name = parse_mode(mode_value)
     if mode == "reference":
         return reference(problem)

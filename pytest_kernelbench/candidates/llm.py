@@ -30,7 +30,7 @@ from filelock import FileLock
 from .. import prompt, shapes
 from . import Candidate
 from .cache import GenerationCache, key as cache_key, lineage as cache_lineage
-from .extract import extract
+from .extract import extract, extract_native
 from ..protocol import atomic_write
 
 LEDGER = "llm-ledger.json"
@@ -201,6 +201,9 @@ class ModelSource:
         self.first_digest = prompt.digest(self.first)
         self.harness_text = problem.harness_path.read_text()
         self.slug = slug(problem)
+        # native problems: the answer is C++/CUDA (the whole template or its EDIT regions)
+        self.native = problem.kind == "native"
+        self.suffix = Path(problem.template).suffix if self.native else ".py"
 
     # -- files of the run ------------------------------------------------------------------
     def _file(self, what: str, stem: str, suffix: str, text: str) -> Path:
@@ -217,7 +220,8 @@ class ModelSource:
         if not history:
             return self.first
         shown = [(r.candidate.source or _clip_answer(r.answer), r.record) for r in history]
-        return prompt.refine_messages(self.first, shown, self.harness_text, self.placement.device)
+        return prompt.refine_messages(self.first, shown, self.harness_text, self.placement.device,
+                                      native=self.problem if self.native else None)
 
     # -- one generation ----------------------------------------------------------------------
     def generate(self, sample: int, round_no: int, history: list[Round]) -> tuple[Candidate, str, dict]:
@@ -247,7 +251,7 @@ class ModelSource:
         call.update({f: entry.get(f) for f in ("prompt_tokens", "completion_tokens", "usd", "finish_reason",
                                                "latency_s", "attempts", "errors")})
         call["answer_file"] = str(self._file("answers", stem, ".md", answer))
-        source, how_found = extract(answer)
+        source, how_found = extract_native(answer) if self.native else extract(answer)
         call["extracted"] = how_found
         label = f"llm:{self.model}"
         meta = {"model": self.model, "sample": sample, "round": round_no, "extracted": how_found}
@@ -257,7 +261,7 @@ class ModelSource:
             cand = Candidate("llm", label, None, origin=call["answer_file"], meta=meta,
                              failure=("no_code", f"{how_found}{note}; it begins: {start!r}"))
         else:
-            path = self._file("candidates", stem, ".py", source)
+            path = self._file("candidates", stem, self.suffix, source)
             cand = Candidate("llm", label, source, origin=str(path), meta=meta)
         return cand, answer, call
 

@@ -13,13 +13,14 @@ the max abs error), worded for a person (and a model) to act on.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from . import compare
 
 Verdict = dict
 
 
-def check_call(out, expected, cand_in, ref_in, pristine, tolerance: dict, inplace: bool,
+def check_call(out: Any, expected: Any, cand_in: tuple, ref_in: tuple, pristine: tuple, tolerance: dict, inplace: bool,
                harness_check: Callable | None = None) -> tuple[str | None, str | None, float]:
     """(category, message, max abs error) of one candidate call against the reference."""
     msg = compare.structure(out, expected)
@@ -39,7 +40,7 @@ def check_call(out, expected, cand_in, ref_in, pristine, tolerance: dict, inplac
     return ("mismatch" if msg else None), msg, err
 
 
-def check_reuse(earlier_outputs: list, out, inplace: bool) -> str | None:
+def check_reuse(earlier_outputs: list, out: Any, inplace: bool) -> str | None:
     """Earlier outputs are held alive by the caller: one storage returned again is a reused buffer."""
     if inplace:
         return None

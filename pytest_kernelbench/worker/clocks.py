@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -31,7 +32,7 @@ class ClockSet:
         with harness_call():
             self._barrier()
 
-    def all_gather_object(self, out, obj):
+    def all_gather_object(self, out: list, obj: object) -> None:
         with harness_call():
             self._all_gather_object(out, obj)
 
@@ -54,9 +55,9 @@ class ClockSet:
     def event(self):
         return self.Event(enable_timing=True)
 
-    def record(self, ev):
+    def record(self, ev: Any) -> Any:
         self._record(ev)
 
-    def elapsed_s(self, start, end) -> float:
+    def elapsed_s(self, start: Any, end: Any) -> float:
         self._ev_sync(end)
         return self._elapsed(start, end) / 1000.0

@@ -6,11 +6,13 @@ Every function returns None when fine, else one readable line saying what and wh
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 
-def leaves(obj, prefix="out"):
+def leaves(obj: Any, prefix: str = "out"):
     """(path, value) for every leaf of a nested tuple/list/dict structure."""
     if isinstance(obj, (tuple, list)):
         for i, v in enumerate(obj):
@@ -22,7 +24,7 @@ def leaves(obj, prefix="out"):
         yield prefix, obj
 
 
-def clone(obj):
+def clone(obj: Any) -> Any:
     """Deep copy of tensors inside a nested structure; other leaves are shared."""
     if isinstance(obj, torch.Tensor):
         return obj.detach().clone()
@@ -35,7 +37,7 @@ def clone(obj):
     return obj
 
 
-def refill(dst, src, where="inputs"):
+def refill(dst: Any, src: Any, where: str = "inputs"):
     """Copy fresh values into existing tensors (same pointers, new data)."""
     if isinstance(dst, torch.Tensor):
         if not isinstance(src, torch.Tensor) or src.shape != dst.shape or src.dtype != dst.dtype:
@@ -47,7 +49,7 @@ def refill(dst, src, where="inputs"):
             refill(d, s, f"{where}[{i}]")
 
 
-def structure(out, expected, path="out") -> str | None:
+def structure(out: Any, expected: Any, path: str = "out") -> str | None:
     if isinstance(expected, (tuple, list)):
         if not isinstance(out, (tuple, list)):
             return f"{path}: expected a {type(expected).__name__} of {len(expected)}, got {type(out).__name__}"
@@ -88,7 +90,7 @@ def structure(out, expected, path="out") -> str | None:
     return None if type(out) is type(expected) else f"{path}: expected {type(expected).__name__}, got {type(out).__name__}"
 
 
-def _index(flat_idx: int, shape) -> list[int]:
+def _index(flat_idx: int, shape: Sequence[int]) -> list[int]:
     idx = []
     for dim in reversed(shape):
         idx.append(flat_idx % dim)
@@ -96,15 +98,15 @@ def _index(flat_idx: int, shape) -> list[int]:
     return list(reversed(idx))
 
 
-def values(out, expected, tol: dict, path="out") -> tuple[str | None, float]:
+def values(out: Any, expected: Any, tol: dict, path: str = "out") -> tuple[str | None, float]:
     """(message or None, max abs error over all outputs). Assumes structure() passed."""
     worst = 0.0
     for (p, o), (_, e) in zip(leaves(out, path), leaves(expected, path)):
         if isinstance(e, torch.Tensor):
             msg, err = _tensor_values(o, e, tol, p)
         elif isinstance(e, numbers.Number):
-            err = abs(float(o) - float(e))
-            bound = tol["atol"] + tol["rtol"] * abs(float(e))
+            err = abs(float(o) - float(e))   # type: ignore[arg-type]  # a real number (ints, floats, bools)
+            bound = tol["atol"] + tol["rtol"] * abs(float(e))   # type: ignore[arg-type]
             msg = None if err <= bound or (o != o and e != e) else \
                 f"{p}: expected {e!r}, got {o!r} (error {err:.3g} > {bound:.3g})"
         else:
@@ -147,7 +149,7 @@ def _tensor_values(o: torch.Tensor, e: torch.Tensor, tol: dict, path: str):
             f"max abs error {max_err:.4g}; first at {pos}: expected {want:.6g}, got {got:.6g}"), max(max_err, abs(got - want))
 
 
-def unchanged(now, before, path="input") -> str | None:
+def unchanged(now: Any, before: Any, path: str = "input") -> str | None:
     """Inputs after a call must equal their pristine copy bit for bit."""
     for (p, n), (_, b) in zip(leaves(now, path), leaves(before, path)):
         if isinstance(b, torch.Tensor):
@@ -159,7 +161,7 @@ def unchanged(now, before, path="input") -> str | None:
     return None
 
 
-def differs(now, before, path="out") -> str | None:
+def differs(now: Any, before: Any, path: str = "out") -> str | None:
     """The first leaf of `now` whose bits differ from `before` (a snapshot of it), NaNs equal."""
     for (p, n), (_, b) in zip(leaves(now, path), leaves(before, path)):
         if isinstance(b, torch.Tensor) and isinstance(n, torch.Tensor):
@@ -171,12 +173,12 @@ def differs(now, before, path="out") -> str | None:
     return None
 
 
-def storages(obj) -> set[int]:
+def storages(obj: Any) -> set[int]:
     return {v.untyped_storage().data_ptr() for _, v in leaves(obj) if isinstance(v, torch.Tensor)
             and v.untyped_storage().nbytes() > 0}
 
 
-def aliasing(out, inputs) -> str | None:
+def aliasing(out: Any, inputs: Sequence[Any]) -> str | None:
     """Outputs must be fresh tensors, not views of the inputs."""
     ins = storages(inputs)
     for p, v in leaves(out):
@@ -187,7 +189,7 @@ def aliasing(out, inputs) -> str | None:
 
 def distinct(outputs: list) -> str | None:
     """Outputs kept from several calls must not share memory (a persistent buffer returned twice)."""
-    seen = {}
+    seen: dict[int, int] = {}   # storage pointer -> the call that returned it
     for call, out in enumerate(outputs):
         for p, v in leaves(out):
             if isinstance(v, torch.Tensor) and v.untyped_storage().nbytes() > 0:

@@ -55,9 +55,9 @@ class JobFiles:
         os.close(fd)
 
 
-def _jsonable(v):
+def _jsonable(v: object) -> float | str:
     try:
-        return float(v)
+        return float(v)   # type: ignore[arg-type]  # anything float() takes; the rest as text
     except Exception:
         return str(v)
 
@@ -66,6 +66,8 @@ def load_module(path: str, name: str, register: bool):
     """Import a file as a module. Harness and reference are not registered in sys.modules, so a
     candidate cannot pick them up by name."""
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     if register:
         sys.modules[name] = module

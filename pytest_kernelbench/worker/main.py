@@ -25,7 +25,8 @@ from .. import metrics
 from . import checks, compare
 from .files import JobFiles, load_module
 
-COMPILE_MARKERS = ("cpp_extension", "Error building extension", "CalledProcessError", "nvcc", "ninja", "triton.compiler")
+COMPILE_MARKERS = ("cpp_extension", "Error building extension", "CalledProcessError", "nvcc", "ninja", "triton.compiler",
+                   "NativeLoadError")
 THREAD_WAIT_S = 2.0
 
 
@@ -121,6 +122,7 @@ class Rank:
         self.files.heartbeat("load harness and reference")
         self.harness = load_module(job.harness_path, f"_kb_h_{os.urandom(6).hex()}", register=False)
         self.reference = load_module(job.reference_path, f"_kb_r_{os.urandom(6).hex()}", register=False)
+        self.shared_seed = _takes(getattr(self.harness, "inputs", None), "shared_seed")
         self.clocks = clocks.ClockSet(self.device_kind)
         self.forbid = guards.ForbidGuard(job.forbid)
         self.forbid.install()
@@ -146,7 +148,12 @@ class Rank:
         self.files.heartbeat("import candidate")
         try:
             with self.armed(forbid=False):
-                mod = load_module(self.job.candidate_path, "kb_candidate", register=True)
+                if self.job.native_lib:     # native problem: the built library behind harness.py's glue
+                    from .native import NativeContext, load
+                    ctx = NativeContext(self.rank, self.world, self.device, self.dtype, self.job.sizes)
+                    mod = load(self.job.native_lib, self.harness, ctx)
+                else:
+                    mod = load_module(self.job.candidate_path, "kb_candidate", register=True)
         except BaseException as e:  # noqa: BLE001 - untrusted code may raise anything
             text = f"{type(e).__name__}: {e}"
             import traceback
@@ -182,15 +189,18 @@ class Rank:
             time.sleep(0.02)
 
     # ---- calls -------------------------------------------------------------------------------
-    def seed(self, size: str, what: str) -> int:
-        key = f"{self.nonce}|{self.job.problem}|{size}|{what}|{self.rank}"
+    def seed(self, size: str, what: str, rank: int | str | None = None) -> int:
+        key = f"{self.nonce}|{self.job.problem}|{size}|{what}|{self.rank if rank is None else rank}"
         return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") & ((1 << 63) - 1)
 
     def make_inputs(self, size: str, what: str):
         gen = self.torch.Generator(device=self.device)
         gen.manual_seed(self.seed(size, what))
+        # a harness that asks for it also gets a seed equal on every rank (data that ranks share)
+        extra = {"shared_seed": self.seed(size, what, rank="all")} if self.shared_seed else {}
         try:
-            return self.harness.inputs(self.job.sizes[size], self.rank, self.world, gen, self.device, self.dtype)
+            return self.harness.inputs(self.job.sizes[size], self.rank, self.world, gen, self.device, self.dtype,
+                                       **extra)
         except Exception as e:  # a harness bug, not the candidate's
             self.die("runtime_error", f"harness.inputs() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
 
@@ -473,6 +483,14 @@ class Rank:
             return
         self.phases["sizes_s"] = time.perf_counter() - t0
         self.finish()
+
+
+def _takes(fn, name: str) -> bool:
+    import inspect
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def main(argv=None):

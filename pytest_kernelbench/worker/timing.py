@@ -17,11 +17,18 @@ from __future__ import annotations
 import math
 import statistics
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from ..protocol import TimingSpec
+
+if TYPE_CHECKING:
+    from .clocks import ClockSet
 
 
 class Timing:
-    def __init__(self, clocks, agree_max, heartbeat, cfg: TimingSpec):
+    def __init__(self, clocks: ClockSet, agree_max: Callable[[float], float], heartbeat: Callable[[str], None],
+                 cfg: TimingSpec):
         self.clocks = clocks
         self.agree_max = agree_max      # float -> max over ranks
         self.heartbeat = heartbeat
@@ -32,7 +39,7 @@ class Timing:
         self.max_iters = int(cfg.max_iters)
         self.thread_wait_s = float(cfg.thread_wait_s)
 
-    def _round(self, fn, sets, iters) -> tuple[float, list[str]]:
+    def _round(self, fn: Callable, sets: list, iters: int) -> tuple[float, list[str]]:
         c = self.clocks
         c.barrier()
         c.sync(self.thread_wait_s)
@@ -50,7 +57,8 @@ class Timing:
             elapsed = c.perf_counter() - t0
         return elapsed / iters, leftover
 
-    def run(self, phase: str, ref, cand, sets, refill, on_candidate_round) -> dict:
+    def run(self, phase: str, ref: Callable, cand: Callable, sets: list, refill: Callable[[int], None],
+            on_candidate_round: Callable[[bool], None]) -> dict:
         """ref/cand: callables; sets: list of input tuples; refill(key): fresh values in place, new for every key;
         on_candidate_round(active: bool): turns candidate guards on/off around candidate rounds."""
         impls = {"reference": ref, "candidate": cand}
@@ -66,7 +74,7 @@ class Timing:
                 on_candidate_round(False)
             per_call = self.agree_max(per_call)
             iters[name] = max(1, min(self.max_iters, math.ceil(self.round_s / max(per_call, 1e-9))))
-        times = {name: [] for name in impls}
+        times: dict[str, list[float]] = {name: [] for name in impls}
         leftovers = []
         for r in range(self.rounds):
             order = ("reference", "candidate") if r % 2 == 0 else ("candidate", "reference")

@@ -2,21 +2,19 @@
 roofline fraction and self-check speedup per size, problems sorted by roofline (furthest below
 first), then how far the exact copy's speedups stray from 1.00 per size.
 
-    python bench/suite_table.py reports/baselines/2026-11-21-h200x4-all50-reference.json [--md OUT]
+    kernelbench suite-table reports/baselines/2026-11-21-h200x4-all50-reference.json [--md OUT]
 """
 from __future__ import annotations
 
-import argparse
-import json
-
-from pytest_kernelbench.metrics import geomean
+from ..metrics import geomean
 
 
 def table(doc: dict) -> list[str]:
     items = [it for it in doc["items"] if it.get("outcome") == "passed"]
     sizes = [s["name"] for s in items[0]["sizes"]] if items else []
-    lines = [f"{len(items)}/{len(doc['items'])} passed; machine: {doc['machine'].get('gpu_model')} x"
-             f"{doc['machine'].get('gpu_count')}, torch {doc['machine'].get('torch')}, NCCL {doc['machine'].get('nccl')}", "",
+    m = doc.get("machine") or {}
+    lines = [f"{len(items)}/{len(doc['items'])} passed; machine: {m.get('gpu_model')} x"
+             f"{m.get('gpu_count')}, torch {m.get('torch')}, NCCL {m.get('nccl')}", "",
              "| problem | roofline GM | " + " | ".join(f"roof {n}" for n in sizes) + " | "
              + " | ".join(f"self-check {n}" for n in sizes) + " |",
              "|---" * (2 + 2 * len(sizes)) + "|"]
@@ -33,20 +31,3 @@ def table(doc: dict) -> list[str]:
         lines.append(f"| {n} | {len(v)} | {min(v):.3f} | {max(v):.3f} | {sum(abs(x - 1) <= 0.03 for x in v)} | "
                      f"{sum(abs(x - 1) <= 0.05 for x in v)} | {gm:.3f} |")
     return lines
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("report")
-    ap.add_argument("--md", help="also write the table to this file")
-    a = ap.parse_args()
-    with open(a.report) as f:
-        text = "\n".join(table(json.load(f)))
-    print(text)
-    if a.md:
-        with open(a.md, "w") as f:
-            f.write(text + "\n")
-
-
-if __name__ == "__main__":
-    main()

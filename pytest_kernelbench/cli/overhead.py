@@ -1,16 +1,18 @@
-"""Where an item's wall time goes (issue: a benchmark of the harness itself).
+"""Where an item's wall time goes (a benchmark of the harness itself).
 
-    python bench/harness_bench.py REPORT.json [--md OUT.md]
+    kernelbench overhead REPORT.json [--md OUT.md]
 
 Per item: wall, launch (torchrun + interpreter + torch import, i.e. wall minus what the ranks
 measured), setup (process group, harness, candidate import/compile), correctness, timing, and the
 overhead (wall minus the timed GPU work).
 """
-import argparse
-import json
+from __future__ import annotations
+
+HEADER = ("| problem | W | wall s | launch s | setup s | correctness s | timing s | timed GPU work s | "
+          "overhead s |")
 
 
-def rows(doc):
+def rows(doc: dict) -> list[tuple]:
     out = []
     for it in sorted(doc["items"], key=lambda i: i["problem"]):
         if it.get("outcome") not in ("passed", "failed") or not it.get("phases_s"):
@@ -25,21 +27,8 @@ def rows(doc):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("report")
-    ap.add_argument("--md")
-    args = ap.parse_args()
-    doc = json.load(open(args.report))
-    head = "| problem | W | wall s | launch s | setup s | correctness s | timing s | timed GPU work s | overhead s |"
-    lines = [head, "|" + "---|" * 9]
+def table(doc: dict) -> list[str]:
+    lines = [HEADER, "|" + "---|" * 9]
     for r in rows(doc):
         lines.append(f"| {r[0]} | {r[1]} | " + " | ".join(f"{x:.2f}" for x in r[2:]) + " |")
-    text = "\n".join(lines)
-    if args.md:
-        open(args.md, "w").write(f"Source: {args.report}\n\n{text}\n")
-    print(text)
-
-
-if __name__ == "__main__":
-    main()
+    return lines

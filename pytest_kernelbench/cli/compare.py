@@ -1,0 +1,195 @@
+"""Two runs side by side: per item (outcome, score, noise band) and over the run (pass rate,
+GM-speedup, Pass x GM, PASS+Good, fast_1, roofline GM). A speed delta is a regression only when
+it passes the threshold and the noise bands of the two scores do not overlap (metrics.speed_change);
+a pass regression is an item that passed in BASE and failed or errored in NEW. `--fail-on`
+(`kernelbench compare`) and `--kb-compare-fail` (pytest) choose which regressions fail."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import metrics
+from . import reports
+
+DEFAULT_THRESHOLD = 0.05     # how far a speed delta must go to be called a change when no --fail-on says
+
+
+@dataclass
+class FailOn:
+    speedup: float | None = None    # fail on a speed regression past this fraction (beyond noise)
+    passing: bool = False           # fail on an item that passed in BASE and not in NEW
+
+    def describe(self) -> str:
+        parts = ([f"speedup down more than {self.speedup:.1%} beyond noise"] if self.speedup is not None else []) + \
+                (["a pass lost"] if self.passing else [])
+        return ", ".join(parts) or "nothing (report only)"
+
+
+def parse_fail_on(text: str | None) -> FailOn:
+    """`speedup:5%,pass` (also `speedup:0.05`, `speedup` = 5 %, `none`); ValueError says what is wrong."""
+    out = FailOn()
+    for term in filter(None, (t.strip() for t in (text or "").split(","))):
+        name, _, value = term.partition(":")
+        if name == "none" and not value:
+            continue
+        if name == "pass" and not value:
+            out.passing = True
+        elif name == "speedup":
+            out.speedup = _fraction(value) if value else DEFAULT_THRESHOLD
+        else:
+            raise ValueError(f"{term!r}: expected speedup[:N%], pass or none")
+    return out
+
+
+def _fraction(value: str) -> float:
+    try:
+        x = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+    except ValueError:
+        raise ValueError(f"speedup:{value}: expected a threshold such as 5% or 0.05") from None
+    if not 0 <= x < 1:
+        raise ValueError(f"speedup:{value}: the threshold must lie in [0, 100%)")
+    return x
+
+
+@dataclass
+class ItemDelta:
+    problem: str
+    sample: int | None
+    base: dict | None
+    new: dict | None
+    change: str           # regression | improvement | noise | lost | fixed | new | gone | same | no speed
+
+    @property
+    def name(self) -> str:
+        return self.problem + (f" #{self.sample}" if self.sample is not None else "")
+
+
+@dataclass
+class Comparison:
+    base_path: str
+    new_path: str
+    fail_on: FailOn
+    threshold: float
+    items: list[ItemDelta] = field(default_factory=list)
+    aggregates: list[tuple[str, float | None, float | None]] = field(default_factory=list)
+    common_gm: tuple[float | None, float | None, str | None, int] = (None, None, None, 0)
+    regressions: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.regressions)
+
+    def lines(self) -> list[str]:
+        return _lines(self)
+
+
+def _outcome(rec: dict | None) -> str:
+    if rec is None:
+        return "-"
+    out = rec.get("outcome") or "?"
+    return f"{out}:{rec.get('failure')}" if out in ("failed", "error") else out
+
+
+def _speed(rec: dict | None) -> str:
+    if rec is None or rec.get("outcome") != "passed":
+        return ""
+    if rec.get("score") is None:
+        return rec.get("speed") or "no speed"
+    band = rec.get("band")
+    return f"{rec['score']:.3f}x" + (f" [{band[0]:.3f}-{band[1]:.3f}]" if band else "")
+
+
+def _item_change(b: dict | None, n: dict | None, threshold: float) -> str:
+    counted = metrics.COUNTED
+    if b is None or b.get("outcome") not in counted:
+        return "new" if n is not None and n.get("outcome") in counted else "same"
+    if n is None or n.get("outcome") not in counted:
+        return "gone"
+    bp, np_ = b["outcome"] == "passed", n["outcome"] == "passed"
+    if bp and not np_:
+        return "lost"
+    if np_ and not bp:
+        return "fixed"
+    if not bp:
+        return "same"
+    return metrics.speed_change(b.get("score"), b.get("band"), n.get("score"), n.get("band"), threshold) or "no speed"
+
+
+AGGREGATES = (("pass rate", "pass_rate"), ("GM-speedup", "gm_speedup"), ("Pass x GM", "pass_x_gm"),
+              ("PASS+Good", "pass_good"), ("roofline GM", "roofline_gm"))
+RATIOS = ("GM-speedup", "Pass x GM")        # compared as ratios; the shares in percentage points
+
+
+def compare(base_doc: dict, new_doc: dict, fail_on: FailOn | None = None) -> Comparison:
+    fail_on = fail_on or FailOn()
+    threshold = fail_on.speedup if fail_on.speedup is not None else DEFAULT_THRESHOLD
+    cmp = Comparison(base_doc.get("path", "BASE"), new_doc.get("path", "NEW"), fail_on, threshold)
+    base = {(i.get("problem"), i.get("sample")): i for i in reports.items(base_doc)}
+    new = {(i.get("problem"), i.get("sample")): i for i in reports.items(new_doc)}
+    for key in sorted(set(base) | set(new), key=lambda k: (k[0] or "", k[1] or 0)):
+        b, n = base.get(key), new.get(key)
+        cmp.items.append(ItemDelta(key[0] or "?", key[1], b, n, _item_change(b, n, threshold)))
+    ab, an = metrics.aggregate(list(base.values())), metrics.aggregate(list(new.values()))
+    cmp.aggregates = [(label, ab.get(k), an.get(k)) for label, k in AGGREGATES]
+    cmp.aggregates.append(("fast_1", (ab.get("fast_p") or {}).get("1.0"), (an.get("fast_p") or {}).get("1.0")))
+    # the run's speed over the items passed in both, so a changed selection does not move it
+    both = [d for d in cmp.items if d.change in ("regression", "improvement", "noise")]
+    if both:
+        bs, ns = [d.base for d in both], [d.new for d in both]
+        gb, gn = metrics.geomean([i.get("score") for i in bs]), metrics.geomean([i.get("score") for i in ns])
+        change = metrics.speed_change(gb, metrics.gm_band(bs), gn, metrics.gm_band(ns), threshold)
+        cmp.common_gm = (gb, gn, change, len(both))
+    if fail_on.passing:
+        cmp.regressions += [f"{d.name}: passed -> {_outcome(d.new)}" for d in cmp.items if d.change == "lost"]
+    if fail_on.speedup is not None:
+        cmp.regressions += [f"{d.name}: {_speed(d.base)} -> {_speed(d.new)}" for d in cmp.items
+                            if d.change == "regression"]
+        gb, gn, change, n = cmp.common_gm
+        if change == "regression":
+            cmp.regressions.append(f"GM-speedup over the {n} items passed in both: {gb:.3f}x -> {gn:.3f}x")
+    return cmp
+
+
+def against(base_path: str, new_doc: dict, fail_on_text: str | None) -> Comparison:
+    """The pytest side (--kb-compare): this run's report against BASE."""
+    return compare(reports.load(base_path), new_doc, parse_fail_on(fail_on_text))
+
+
+def _delta(b: float | None, n: float | None, ratio: bool = True) -> str:
+    if b is None or n is None:
+        return "-"
+    if ratio and b:
+        return f"{(n / b - 1):+.1%}"
+    return f"{100 * (n - b):+.1f} points"
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _lines(c: Comparison) -> list[str]:
+    rows = [("item", "base", "new", "delta", "change")]
+    for d in c.items:
+        b = f"{_outcome(d.base)} {_speed(d.base)}".strip()
+        n = f"{_outcome(d.new)} {_speed(d.new)}".strip()
+        bs, ns = (d.base or {}).get("score"), (d.new or {}).get("score")
+        mark = d.change.upper() if d.change in ("regression", "lost") else d.change
+        rows.append((d.name, b, n, _delta(bs, ns) if d.change in ("regression", "improvement", "noise") else "", mark))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    out = [f"comparison: {c.base_path} -> {c.new_path}",
+           f"a speed change counts past {c.threshold:.1%} and outside both noise bands; fail on: {c.fail_on.describe()}"]
+    out += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    out.append("")
+    out += [f"{label:<12} {_fmt(b):>8} -> {_fmt(n):<8} {_delta(b, n, label in RATIOS)}" for label, b, n in c.aggregates]
+    gb, gn, change, count = c.common_gm
+    if count:
+        out.append(f"GM-speedup over the {count} items passed in both: {gb:.3f}x -> {gn:.3f}x "
+                   f"({_delta(gb, gn)}, {change})")
+    counts: dict[str, int] = {}
+    for d in c.items:
+        counts[d.change] = counts.get(d.change, 0) + 1
+    out.append("items: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+    if c.regressions:
+        out.append(f"FAILED: {len(c.regressions)} regression(s): " + "; ".join(c.regressions))
+    else:
+        out.append("no regression that fails the comparison")
+    return out

@@ -1,0 +1,49 @@
+"""The native kind of problem (problems/NATIVE.md): a C++/CUDA template with edit regions, a
+hidden build recipe, and glue in harness.py that plugs the built library into the solution()
+contract. This package is the pytest side (standard library + filelock): splice and check a
+candidate's text, scan its regions, build it. The rank side is worker/native.py; helpers for the
+glue are in native/glue.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import build
+from .build import Recipe, Unavailable
+from .regions import EditError, splice
+from .scan import scan
+
+
+@dataclass
+class Prepared:
+    """A candidate's text made into a library, or the reason it was not."""
+    lib: str | None = None
+    source: str | None = None                # the spliced file that was built
+    failure: tuple | None = None             # (category, message)
+    error: str | None = None                 # not the candidate's fault (no compiler, no library)
+    build: dict = field(default_factory=dict)
+
+
+def prepare(problem, text: str, cache_dir: Path, timeout_s: float) -> Prepared:
+    template = problem.template_path.read_text()
+    name = problem.template_path.name
+    try:
+        spliced = splice(template, text, name)
+    except EditError as e:
+        return Prepared(failure=("edit_outside_region", str(e)))
+    recipe = Recipe.from_yaml(problem.build)
+    found = scan(spliced.regions, recipe.headers, recipe.asm)
+    if found:
+        return Prepared(source=spliced.source, failure=("forbidden_construct", found))
+    try:
+        res = build.build(spliced.source, recipe, cache_dir, name, spliced.linemap, timeout_s)
+    except Unavailable as e:
+        return Prepared(source=spliced.source, error=f"cannot build {name} on this machine: {e}")
+    info = {"s": round(res.seconds, 3), "cached": res.cached, "key": res.key, "mode": spliced.mode}
+    if not res.ok:
+        return Prepared(source=spliced.source, build=info, failure=("compile_error", f"building {name}:\n{res.message}"))
+    return Prepared(lib=res.lib, source=spliced.source, build=info)
+
+
+__all__ = ["Prepared", "prepare", "Recipe", "EditError", "Unavailable", "splice", "scan", "build"]   # build: the module

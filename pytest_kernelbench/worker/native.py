@@ -1,0 +1,45 @@
+"""Rank side of native problems (problems/NATIVE.md): load the library the pytest process built
+and make harness.py's glue the candidate's solution(). The glue is harness code: its setup
+(native_setup: exchanging IPC handles or a shared segment's name over the process group) runs
+once at import; native_call(lib, inputs, ctx) then runs inside every candidate call."""
+from __future__ import annotations
+
+import ctypes
+import os
+from types import SimpleNamespace
+
+
+class NativeLoadError(ImportError):
+    """The built library does not load (an unresolved symbol, a missing dependency)."""
+
+
+class NativeContext:
+    """What the glue gets: this rank, the job's sizes and dtype, and `state` for its own objects
+    (buffers, mappings) that must live as long as the library."""
+
+    def __init__(self, rank: int, world: int, device, dtype, sizes: dict):
+        self.rank, self.world, self.device, self.dtype, self.sizes = rank, world, device, dtype, sizes
+        self.state: dict = {}
+
+    def stream(self) -> int:
+        """The current CUDA stream as a cudaStream_t value (0 on CPU); kernels go on it."""
+        if self.device.type != "cuda":
+            return 0
+        import torch
+        return int(torch.cuda.current_stream(self.device).cuda_stream)
+
+
+def load(lib_path: str, harness, ctx: NativeContext) -> SimpleNamespace:
+    """A module-like object whose solution(*inputs) calls harness.native_call(lib, inputs, ctx)."""
+    try:
+        lib = ctypes.CDLL(lib_path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as e:
+        raise NativeLoadError(f"the built library does not load: {e}") from None
+    setup = getattr(harness, "native_setup", None)
+    if setup is not None:
+        setup(lib, ctx)
+    call = harness.native_call
+
+    def solution(*inputs):
+        return call(lib, inputs, ctx)
+    return SimpleNamespace(solution=solution, lib=lib)
