@@ -6,16 +6,12 @@
 #   bash bench/gpu_run.sh extra   -n 2 on disjoint GPUs, timing fidelity, GPU cheat tests
 #   bash bench/gpu_run.sh suite NAME [pytest args]   reference as candidate; stops itself before the
 #        device's 600 s cap and still hands back NAME.json/.jsonl, so a later call can --kb-resume
-set -uo pipefail
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/kb-out}; mkdir -p "$OUT"; R=/tmp/kb-reports; mkdir -p $R
-PT="python3 -m pytest -p pytest_kernelbench.plugin -p no:cacheprovider -q -rfE"
-log() { echo "=== $(date +%T) $*"; }
+source "$(dirname "$0")/gpu_common.sh"
+R=/tmp/kb-reports; mkdir -p $R
 keep_jobs() { tar czf "$OUT/jobs-$1.tgz" -C $R "$(basename "$2" .json)/jobs" 2>/dev/null || true; }
 case "${1:-core}" in
 core)
-  log env; nvidia-smi -L; python3 -c "import torch,sys;print(sys.version.split()[0],torch.__version__,torch.version.cuda,torch.cuda.nccl.version())"
+  machine
   log calibrate; python3 -m pytest_kernelbench.calibrate --json "$OUT/calibration.json"
   log reference; $PT problems --kb-candidate=reference --kb-report=$R/h200x4-reference.json 2>&1 | tail -45
   cp $R/h200x4-reference.json "$OUT/"; keep_jobs ref $R/h200x4-reference.json

@@ -6,13 +6,9 @@
 #     load_inline, symmetric memory on a 1-rank NCCL group): bench/safety_gpu_check.py;
 #   - the whole rank protocol on NCCL (first-call process-group timeout, timing, noise bands) on
 #     W = 1 copies of all_reduce and all_gather, reference and shipped kernels.
-set -uo pipefail
-cd "$(dirname "$0")/.."
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/kb-out}; mkdir -p "$OUT"; R=/tmp/kb-reports; rm -rf $R; mkdir -p $R
-PT="python3 -m pytest -p pytest_kernelbench.plugin -p no:cacheprovider -q -rfE"
-log() { echo "=== $(date +%T) $*"; }
-log env; nvidia-smi -L; python3 -c "import torch,sys;print(sys.version.split()[0],torch.__version__,torch.version.cuda,torch.cuda.nccl.version())"
+source "$(dirname "$0")/gpu_common.sh"
+R=/tmp/kb-reports; rm -rf $R; mkdir -p $R
+machine
 python3 -c "from pytest_kernelbench import hardware; print('multicast_supported', hardware.multicast_supported())"
 log inert; mkdir -p $R/plain && printf 'def test_one():\n    pass\n' > $R/plain/test_plain.py
 (cd $R/plain && $PT 2>&1 | tail -2; ls -A $R/plain)

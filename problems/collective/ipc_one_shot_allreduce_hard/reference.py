@@ -1,0 +1,8 @@
+import torch
+import torch.distributed as dist
+
+
+def solution(x: torch.Tensor) -> torch.Tensor:
+    out = x.clone()
+    dist.all_reduce(out)
+    return out

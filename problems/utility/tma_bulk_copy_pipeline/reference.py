@@ -1,0 +1,5 @@
+import torch
+
+
+def solution(x: torch.Tensor) -> torch.Tensor:
+    return x * x + x
