@@ -34,12 +34,13 @@ cat $R/native.txt
 if [ "$what" = w1 ] || [ "$what" = all ]; then
   W1=$(awk '$1=="w1"{print $2}' $R/native.txt)
   log "w1 shipped: $W1"
-  $PT $W1 --kb-report=$R/w1-shipped.json 2>&1 | tail -25
+  timeout -k 10 -s INT "${KB_W1_S:-330}" $PT $W1 --kb-report=$R/w1-shipped.json 2>&1 | tail -25
   # the unfilled templates as --kb-solutions candidates: every one must fail (mismatch), none hang
   mkdir -p $R/templates
   for d in $W1; do c=$(basename "$(dirname "$d")"); mkdir -p $R/templates/$c; cp $d/template.cu $R/templates/$c/$(basename "$d").cu; done
   log "w1 templates"
-  $PT $W1 --kb-solutions=$R/templates --kb-timing=off --kb-report=$R/w1-templates.json 2>&1 | tail -15
+  timeout -k 10 -s INT 150 $PT $W1 --kb-solutions=$R/templates --kb-timing=off --kb-sizes=tiny \
+    --kb-timeout=60 --kb-report=$R/w1-templates.json 2>&1 | tail -15
   cp $R/w1-shipped.json $R/w1-templates.json "$OUT/" 2>/dev/null
 fi
 
