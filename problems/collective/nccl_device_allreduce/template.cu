@@ -139,7 +139,12 @@ extern "C" int kb_setup(const void* id_bytes, int rank, int world, long long dat
   KB_CUDA(cudaMemset(kb_buf, 0, bytes));
   KB_CUDA(cudaDeviceSynchronize());
   KB_NCCL(ncclCommWindowRegister(kb_comm, kb_buf, bytes, &kb_win, NCCL_WIN_COLL_SYMMETRIC));
+#ifdef NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER   // NCCL >= 2.29: a versioned struct with its initializer
   ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+#else                                            // NCCL 2.28: a plain struct, zero means the defaults
+  ncclDevCommRequirements reqs;
+  memset(&reqs, 0, sizeof(reqs));
+#endif
   reqs.lsaBarrierCount = KB_MAXB;    // NCCL's own LSA barriers, one per block, should a kernel want them
   KB_NCCL(ncclDevCommCreate(kb_comm, &reqs, &kb_dev));
   if (kb_dev.lsaSize != world) {
