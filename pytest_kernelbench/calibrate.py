@@ -17,10 +17,15 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from filelock import FileLock
 from .protocol import child_pythonpath
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 PULL_KERNEL = r"""
 extern "C" __global__ void kb_pull(int4* dst, int n, int nsrc,
@@ -40,7 +45,7 @@ extern "C" __global__ void kb_pull(int4* dst, int n, int nsrc,
 """
 
 
-def _median(xs):
+def _median(xs: Iterable[float]) -> float:
     xs = sorted(xs)
     return xs[len(xs) // 2]
 
@@ -48,7 +53,7 @@ def _median(xs):
 def measure(repeats: int = 10) -> dict:
     import torch
     n_gpu = torch.cuda.device_count()
-    out = {"gpus": n_gpu, "gpu_model": torch.cuda.get_device_name(0) if n_gpu else None}
+    out: dict = {"gpus": n_gpu, "gpu_model": torch.cuda.get_device_name(0) if n_gpu else None}
     if not n_gpu:
         return out
     dev0 = torch.device("cuda", 0)
@@ -71,7 +76,7 @@ def measure(repeats: int = 10) -> dict:
     return out
 
 
-def _best_rate(fn, work, repeats):
+def _best_rate(fn: Callable[..., object], work: float, repeats: int) -> float:
     import torch
     fn()
     torch.cuda.synchronize()
@@ -86,7 +91,7 @@ def _best_rate(fn, work, repeats):
     return work / _median(times)
 
 
-def _links(torch, n_gpu, repeats) -> dict:
+def _links(torch: ModuleType, n_gpu: int, repeats: int) -> dict:
     devs = [torch.device("cuda", i) for i in range(n_gpu)]
     for i in devs:        # a peer copy each way makes torch enable peer access for the pair
         for j in devs:
@@ -188,15 +193,15 @@ def table(machine: dict, measured: dict) -> str:
     return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(r)) for r in rows)
 
 
-def _gb(x):
+def _gb(x: float | None) -> str:
     return f"{x / 1e9:.0f} GB/s" if x else "-"
 
 
-def _tf(x):
+def _tf(x: float | None) -> str:
     return f"{x / 1e12:.0f} TFLOP/s" if x else "-"
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m pytest_kernelbench.calibrate", description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write the measurement here")
     ap.add_argument("--force", action="store_true", help="measure even if cached")

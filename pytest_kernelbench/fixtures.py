@@ -2,21 +2,30 @@
 candidate source is chosen: files (reference, shipped, a directory), or a model (--kb-model)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, NoReturn
+
 import pytest
 
 from .candidates.files import CandidateError, NoCandidate, choose
 from .session import Skip, base_record
 
+if TYPE_CHECKING:
+    from .candidates import Candidate
+    from .candidates.llm import ModelSource
+    from .problem import Problem
+    from .session import KBSession, Placement
+
 RUN_PLUGIN = "kernelbench-run"          # the BenchRun object's name in the plugin manager
-KB_PROBLEM = pytest.StashKey()          # item -> its Problem
-RECORDS = pytest.StashKey()             # item -> the records it produced (one per sample/round)
+KB_PROBLEM: pytest.StashKey[Problem] = pytest.StashKey()      # item -> its Problem
+RECORDS: pytest.StashKey[list[dict]] = pytest.StashKey()      # item -> the records it produced (one per sample/round)
 
 
-def emit(node, record: dict):
+def emit(node: pytest.Item, record: dict) -> None:
     node.stash.setdefault(RECORDS, []).append(record)
 
 
-def _skip(request, problem, reason: str, candidate=None):
+def _skip(request: pytest.FixtureRequest, problem: Problem, reason: str,
+          candidate: Candidate | None = None) -> NoReturn:
     rec = base_record(problem, candidate, request.node.nodeid)
     rec.update(outcome="skipped", message=reason)
     emit(request.node, rec)
@@ -24,7 +33,7 @@ def _skip(request, problem, reason: str, candidate=None):
 
 
 @pytest.fixture
-def kb_session(request):
+def kb_session(request: pytest.FixtureRequest) -> KBSession:
     run = request.config.pluginmanager.get_plugin(RUN_PLUGIN)
     if run is None:
         pytest.skip("the kernelbench plugin is not active")
@@ -32,7 +41,7 @@ def kb_session(request):
 
 
 @pytest.fixture
-def kb_problem(request):
+def kb_problem(request: pytest.FixtureRequest) -> Problem:
     problem = request.node.stash.get(KB_PROBLEM, None)
     if problem is None:
         pytest.skip("not a kernelbench problem item")
@@ -40,7 +49,7 @@ def kb_problem(request):
 
 
 @pytest.fixture
-def kb_placement(request, kb_session, kb_problem):
+def kb_placement(request: pytest.FixtureRequest, kb_session: KBSession, kb_problem: Problem) -> Placement:
     try:
         return kb_session.place(kb_problem)
     except Skip as e:
@@ -48,7 +57,8 @@ def kb_placement(request, kb_session, kb_problem):
 
 
 @pytest.fixture
-def kb_candidate(request, kb_session, kb_problem, kb_placement):
+def kb_candidate(request: pytest.FixtureRequest, kb_session: KBSession, kb_problem: Problem,
+                 kb_placement: Placement) -> Candidate | ModelSource:
     s = kb_session.settings
     if s.print_prompt or s.model:
         reason = kb_session.cpu_candidate_skip(kb_problem, kb_placement, is_reference=False)

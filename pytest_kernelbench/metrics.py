@@ -7,7 +7,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from math import comb
+from typing import Any
 
 from .protocol import Failure, Outcome
 
@@ -20,7 +22,7 @@ COUNTED = (Outcome.PASSED.value, Outcome.FAILED.value, Outcome.ERROR.value)
 BAND_COVERAGE = 0.95
 
 
-def geomean(xs) -> float | None:
+def geomean(xs: Iterable[Any]) -> float | None:
     xs = [x for x in xs if x is not None and x > 0 and math.isfinite(x)]
     if not xs:
         return None
@@ -111,7 +113,8 @@ def gm_band(records: list[dict]) -> tuple[float, float] | None:
     return item_band(records)
 
 
-def speed_change(base: float | None, base_band, new: float | None, new_band, threshold: float) -> str | None:
+def speed_change(base: float | None, base_band: Sequence[float] | None, new: float | None,
+                 new_band: Sequence[float] | None, threshold: float) -> str | None:
     """How `new` stands against `base`: "regression" or "improvement" when it differs by more than
     `threshold` (a fraction) and the noise bands do not overlap (the rounds tell the two apart),
     else "noise". Without bands (reports older than schema 2) the threshold alone decides. None
@@ -154,7 +157,7 @@ def usd_per_problem(items: list[dict]) -> float | None:
     return cost["usd"] / len(problems)
 
 
-def _scored(items):
+def _scored(items: Iterable[dict]) -> list[dict]:
     return [i for i in items if i.get("outcome") in COUNTED]
 
 
@@ -203,14 +206,14 @@ def aggregate(items: list[dict]) -> dict:
     return out
 
 
-def _count(values):
-    counts = defaultdict(int)
+def _count(values: Iterable[Any]) -> defaultdict[Any, int]:
+    counts: defaultdict[Any, int] = defaultdict(int)
     for v in values:
         counts[v] += 1
     return counts
 
 
-def _samples(items) -> dict:
+def _samples(items: list[dict]) -> dict:
     """pass@k and fast_1@k when several samples per problem exist (item['sample'] set)."""
     by_problem = defaultdict(list)
     for i in _scored(items):
@@ -274,7 +277,7 @@ def size_metric(metric: str, size: dict) -> dict | None:
     return out
 
 
-def annotate_metric(sizes: list[dict], metric: str):
+def annotate_metric(sizes: list[dict], metric: str) -> None:
     for s in sizes:
         m = size_metric(metric, s)
         if m is not None:

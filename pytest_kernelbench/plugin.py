@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -22,6 +23,11 @@ from .pkb import checkout as pkb_checkout
 from .run import BenchRun, ReportWriter, identity, is_kb_nodeid
 from .session import Settings, base_record, new_run_id
 from .testcase import test_problem
+
+if TYPE_CHECKING:
+    from xdist.workermanage import WorkerController
+
+    from .problem import Problem
 
 # (option, type, default, help). Each is --kb-<name> on the command line and kb_<name> in ini.
 OPTIONS = [
@@ -70,7 +76,7 @@ OPTIONS = [
 ]
 
 
-def pytest_addoption(parser):
+def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("kernelbench", "multi-GPU communication kernel benchmark")
     for name, kind, default, help_text in OPTIONS:
         ini = "kb_" + name.replace("-", "_")
@@ -82,7 +88,7 @@ def pytest_addoption(parser):
             parser.addini(ini, help_text, default=None if default is None else str(default))
 
 
-def _value(config, name, kind, default):
+def _value(config: pytest.Config, name: str, kind: type, default: Any) -> Any:
     ini = "kb_" + name.replace("-", "_")
     raw = config.getoption(ini)
     if raw is None:
@@ -97,7 +103,7 @@ def _value(config, name, kind, default):
         raise pytest.UsageError(f"--kb-{name}={raw!r}: expected {kind.__name__}") from None
 
 
-def settings_from(config) -> Settings:
+def settings_from(config: pytest.Config) -> Settings:
     """Every --kb-* value, checked: a bad value is a one-line usage error. Cheap (no torch, no
     machine probe, no files written): it runs in every pytest run that has the plugin installed."""
     v = {name: _value(config, name, kind, default) for name, kind, default, _ in OPTIONS}
@@ -194,7 +200,7 @@ def run_label(settings: Settings) -> str:
     return settings.candidate.replace(":", "-")
 
 
-def pytest_configure(config):
+def pytest_configure(config: pytest.Config) -> None:
     for marker, what in [(c, "category") for c in CATEGORIES] + [(p, "parallelism") for p in PARALLELISMS] + \
             [(d, "difficulty") for d in DIFFICULTIES] + [(lib, "library") for lib in LIBRARIES]:
         config.addinivalue_line("markers", f"{marker}: kernelbench problems with {what} '{marker}'")
@@ -219,7 +225,7 @@ def pytest_configure(config):
         config.pluginmanager.register(_XdistHooks(run), "kernelbench-xdist")
 
 
-def _check_resume(settings: Settings, config):
+def _check_resume(settings: Settings, config: pytest.Config) -> None:
     """A resumed run must measure what the earlier run measured: one line naming the first setting
     that differs."""
     earlier = next((r.get("run_config") for r in report.read_jsonl(Path(settings.resume)) if r.get("run_config")), None)
@@ -243,12 +249,12 @@ class _XdistHooks:
         self.header_done = False
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node):
+    def pytest_configure_node(self, node: WorkerController) -> None:
         # no machine facts: each worker probes its own only if it runs an item (calibration is cached)
         node.workerinput["kb_run"] = {"run_id": self.run.run_id, "nonce": self.run.nonce}
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node, ids):
+    def pytest_xdist_node_collection_finished(self, node: WorkerController, ids: list[str]) -> None:
         if self.header_done or not any(is_kb_nodeid(i) for i in ids):
             return
         self.header_done = True
@@ -270,13 +276,13 @@ class _XdistHooks:
         _write_header(node.config, self.run)
 
 
-def pytest_collection_finish(session):
+def pytest_collection_finish(session: pytest.Session) -> None:
     run = session.config.pluginmanager.get_plugin(RUN_PLUGIN)
     if run is not None and run.kb_items and not hasattr(session.config, "workerinput"):
         _write_header(session.config, run)
 
 
-def _write_header(config, run: BenchRun):
+def _write_header(config: pytest.Config, run: BenchRun) -> None:
     """Printed once kernelbench items are known to run (never for an unrelated pytest run)."""
     tr = config.pluginmanager.get_plugin("terminalreporter")
     if tr is None:
@@ -308,7 +314,7 @@ class BrokenProblem(pytest.Item):
     """A problem folder that does not load: the item fails with the loader's one-line reason and
     its record (outcome error, failure invalid_problem) counts in the run like any other item."""
 
-    def __init__(self, *, error: str, **kwargs):
+    def __init__(self, *, error: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.error = error
 
@@ -318,7 +324,7 @@ class BrokenProblem(pytest.Item):
         self.stash[RECORDS] = [rec]
         raise ProblemError(self.path, self.error)
 
-    def repr_failure(self, excinfo):
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
         return self.error
 
     def reportinfo(self):
@@ -335,7 +341,7 @@ class PkbSuite(pytest.Directory):
 
 
 class PkbReference(pytest.File):
-    def __init__(self, *, problem, **kwargs):
+    def __init__(self, *, problem: Problem | ProblemError, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.problem = problem
 
@@ -351,7 +357,7 @@ class PkbReference(pytest.File):
         yield item
 
 
-def _pkb_problems(config) -> list:
+def _pkb_problems(config: pytest.Config) -> list:
     settings = config.pluginmanager.get_plugin(RUN_PLUGIN).settings
     if not settings.pkb:
         return []
@@ -359,7 +365,7 @@ def _pkb_problems(config) -> list:
     return pkb_checkout.load_problems(Path(settings.pkb), cache)
 
 
-def _collect_pkb(config, reference: Path):
+def _collect_pkb(config: pytest.Config, reference: Path) -> None:
     """The checkout's reference/ folder is one more path to collect; without paths given on the
     command line it is the only one (the PKB suite alone, not testpaths as well)."""
     if config.args_source != pytest.Config.ArgsSource.ARGS:
@@ -369,7 +375,7 @@ def _collect_pkb(config, reference: Path):
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collect_directory(path, parent):
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     run = parent.config.pluginmanager.get_plugin(RUN_PLUGIN)
     if run is not None and run.settings.pkb and path == Path(run.settings.pkb) / "reference":
         return PkbSuite.from_parent(parent, path=path)
@@ -381,7 +387,7 @@ def _problems_root(yaml_path: Path) -> Path:
     return yaml_path.parent.parent.parent
 
 
-def pytest_collect_file(file_path, parent):
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if file_path.name == "problem.yaml":
         return ProblemFile.from_parent(parent, path=file_path)
     return None

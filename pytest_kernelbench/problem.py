@@ -6,8 +6,10 @@ the harness's functions by parsing its source.
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -94,7 +96,8 @@ class Problem:
         return list(dict.fromkeys(names))
 
 
-def _need(data: dict, key: str, path: Path, kind, choices=None):
+def _need(data: dict, key: str, path: Path, kind: type | tuple[type, ...],
+          choices: Collection[str] | None = None) -> Any:
     if key not in data:
         raise ProblemError(path, f"missing field '{key}'")
     value = data[key]
@@ -105,13 +108,13 @@ def _need(data: dict, key: str, path: Path, kind, choices=None):
     return value
 
 
-def _kind_name(kind) -> str:
+def _kind_name(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
     return " or ".join({str: "a string", list: "a list", dict: "a mapping", bool: "true/false",
                         int: "an integer", float: "a number"}.get(k, k.__name__) for k in kinds)
 
 
-def _list_of(data: dict, key: str, path: Path, choices, allow_empty=True) -> tuple:
+def _list_of(data: dict, key: str, path: Path, choices: Collection[str], allow_empty: bool = True) -> tuple:
     values = _need(data, key, path, list)
     if not values and not allow_empty:
         raise ProblemError(path, f"field '{key}' must not be empty")

@@ -13,8 +13,13 @@ import json
 import re
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING
 
 from . import shapes
+
+if TYPE_CHECKING:
+    from .problem import Problem
+    from .session import Placement
 
 TEMPLATES = Path(__file__).parent / "templates"
 EXCERPT_LINES = 30         # lines of a failure message shown to the model
@@ -28,12 +33,12 @@ def template(name: str) -> Template:
     return Template((TEMPLATES / name).read_text())
 
 
-def fill(name: str, **values) -> str:
+def fill(name: str, **values: object) -> str:
     return template(name).substitute(**{k: "" if v is None else str(v) for k, v in values.items()}).strip()
 
 
 # ---- pieces of the contract -----------------------------------------------------------------------
-def signature(problem) -> str:
+def signature(problem: Problem) -> str:
     """`def solution(x: torch.Tensor) -> torch.Tensor` as written in reference.py."""
     tree = ast.parse(problem.reference_path.read_text())
     for node in tree.body:
@@ -43,7 +48,7 @@ def signature(problem) -> str:
     return "def solution(*inputs): ..."
 
 
-def forbid_text(problem) -> str:
+def forbid_text(problem: Problem) -> str:
     """Enforced alike on every device: a forbidden call fails the item on CPU (gloo) too."""
     if not problem.forbid:
         return fill("forbid_none.md")
@@ -51,7 +56,7 @@ def forbid_text(problem) -> str:
     return fill("forbid_rules.md", families=families)
 
 
-def cpu_transports(problem) -> str:
+def cpu_transports(problem: Problem) -> str:
     """What a CPU (gloo) candidate of this problem may communicate with."""
     if problem.kind == "native":
         return "what the template's fixed part provides (for example memory shared by the rank processes)"
@@ -63,7 +68,7 @@ def cpu_transports(problem) -> str:
     return " and ".join(allowed) + " over gloo"
 
 
-def inplace_text(problem) -> str:
+def inplace_text(problem: Problem) -> str:
     if problem.inplace:
         return ("This problem is in place: solution() must mutate its input(s) as the task says; the "
                 "mutated inputs are compared with the reference's mutated inputs too.")
@@ -71,11 +76,11 @@ def inplace_text(problem) -> str:
             "outputs must be new tensors, never views of an input.")
 
 
-def _gb(x) -> str:
+def _gb(x: float | None) -> str:
     return f"{x / 1e9:.0f} GB/s" if x else "unknown"
 
 
-def hardware_text(machine: dict, placement, problem) -> str:
+def hardware_text(machine: dict, placement: Placement, problem: Problem) -> str:
     m = machine or {}
     if placement.device == "cuda" and m.get("gpu_count"):
         c = m.get("ceilings") or {}
@@ -99,7 +104,7 @@ def hardware_text(machine: dict, placement, problem) -> str:
 
 
 # ---- the prompt --------------------------------------------------------------------------------------
-def task_text(problem, placement, machine: dict, probed: dict | None) -> str:
+def task_text(problem: Problem, placement: Placement, machine: dict, probed: dict | None) -> str:
     tol = problem.tolerance
     return fill(
         "task.md", title=problem.title, problem_id=problem.id, description=problem.description.strip(),
@@ -112,7 +117,7 @@ def task_text(problem, placement, machine: dict, probed: dict | None) -> str:
         forbid_text=forbid_text(problem), hardware=hardware_text(machine, placement, problem))
 
 
-def messages(problem, placement, machine: dict, probed: dict | None) -> list[dict]:
+def messages(problem: Problem, placement: Placement, machine: dict, probed: dict | None) -> list[dict]:
     """The first round's chat: a system message and the task."""
     if problem.kind == "native":
         from .native.prompt import native_task_text
@@ -122,8 +127,8 @@ def messages(problem, placement, machine: dict, probed: dict | None) -> list[dic
             {"role": "user", "content": task_text(problem, placement, machine, probed)}]
 
 
-def refine_messages(first: list[dict], history: list[tuple[str, str]], harness_text: str = "",
-                    device: str = "cuda", native=None) -> list[dict]:
+def refine_messages(first: list[dict], history: list[tuple[str, dict]], harness_text: str = "",
+                    device: str = "cuda", native: Problem | None = None) -> list[dict]:
     """Round r's chat: the first round's, then for every earlier round the code it produced (as the
     assistant's turn) and what happened to it. history: [(code or answer text, record), ...]."""
     out = list(first)
@@ -146,14 +151,15 @@ def needs_refinement(record: dict, device: str) -> bool:
     return device == "cuda" and score is not None and score < 1.0
 
 
-def lang_of(native) -> str:
+def lang_of(native: Problem | None) -> str:
     """The code fence of a problem's candidates: python, or the native template's language."""
     if native is None:
         return "python"
     return "cuda" if str(native.template).endswith(".cu") else "cpp"
 
 
-def feedback(record: dict, round_no: int, harness_text: str = "", device: str = "cuda", native=None) -> str:
+def feedback(record: dict, round_no: int, harness_text: str = "", device: str = "cuda",
+             native: Problem | None = None) -> str:
     outcome = record.get("outcome")
     failure = record.get("failure")
     if outcome == "passed":

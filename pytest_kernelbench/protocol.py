@@ -121,11 +121,11 @@ class JobSpec:
         data["timing"] = _from_dict(TimingSpec, data.get("timing") or {})
         return _from_dict(cls, data)
 
-    def write(self, path: Path):
+    def write(self, path: Path) -> None:
         atomic_write(path, json.dumps(self.to_dict(), indent=1))
 
     @classmethod
-    def read(cls, path) -> "JobSpec":
+    def read(cls, path: str | os.PathLike[str]) -> "JobSpec":
         with open(path) as f:
             return cls.from_dict(json.load(f))
 
@@ -146,7 +146,7 @@ class JobLayout:
 
     SUBDIRS = ("hb", "logs", "error", "done")
 
-    def __init__(self, job_dir):
+    def __init__(self, job_dir: str | os.PathLike[str]) -> None:
         self.dir = Path(job_dir)
         self.job = self.dir / "job.json"
         self.secret = self.dir / "secret"
@@ -177,7 +177,7 @@ def done_mark(key: str | None, token: str, rank: int, result_bytes: bytes = b"")
     return hmac.new(key.encode(), msg, hashlib.sha256).hexdigest()
 
 
-def atomic_write(path, text: str):
+def atomic_write(path: str | os.PathLike[str], text: str) -> None:
     """Readers see the old file or the new one, never half of one (a temporary file beside it,
     named per process, then rename)."""
     path = Path(path)

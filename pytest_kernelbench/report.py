@@ -70,7 +70,7 @@ def write_json(path: Path, machine: dict, config: dict, items: list[dict]):
     return doc
 
 
-def _fmt(x, pattern="{:.2f}", none="-"):
+def _fmt(x: object, pattern: str = "{:.2f}", none: str = "-") -> str:
     return none if x is None else pattern.format(x)
 
 

@@ -12,14 +12,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from . import hardware, report
 from .session import KBSession, Settings, base_record
 from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN  # noqa: F401 (RUN_PLUGIN re-exported)
+
+if TYPE_CHECKING:
+    from _pytest.terminal import TerminalReporter
+
+    from .cli.compare import Comparison
+    from .problem import Problem
 
 FIRST_BAD = pytest.StashKey[dict]()
 
@@ -44,7 +52,7 @@ def identity(settings: Settings, rootdir: Path) -> dict:
 
 
 class BenchRun:
-    def __init__(self, config, settings: Settings, run_id: str, nonce: str):
+    def __init__(self, config: pytest.Config, settings: Settings, run_id: str, nonce: str) -> None:
         self.config = config
         self.settings = settings
         self.run_id = run_id
@@ -81,7 +89,8 @@ class BenchRun:
 
     # ---- collection ---------------------------------------------------------------------------------
     @pytest.hookimpl(trylast=True)   # after -k / -m deselection: `items` is what will run
-    def pytest_collection_modifyitems(self, session, config, items):
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
         kb = [i for i in items if is_kb_nodeid(i.nodeid)]
         self.kb_items = len(kb)
         if not kb:
@@ -119,7 +128,8 @@ class BenchRun:
 
     # ---- one final record per item, on its teardown report -----------------------------------------
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item, call):
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         rep = yield
         if not is_kb_nodeid(item.nodeid):
             return rep
@@ -143,10 +153,10 @@ class ReportWriter:
         self.records: list[dict] = []
         self.logged: set[str] = set()
         self.first_bad: dict[str, dict] = {}
-        self.doc = None
-        self.comparison = None      # --kb-compare: cli.compare.Comparison
+        self.doc: dict | None = None
+        self.comparison: Comparison | None = None      # --kb-compare: cli.compare.Comparison
 
-    def pytest_runtest_logreport(self, report):
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = report.nodeid
         if not is_kb_nodeid(nodeid):
             return
@@ -166,7 +176,7 @@ class ReportWriter:
             self.records.append(rec)
             report_log(self.run).append(rec)
 
-    def pytest_sessionfinish(self, session, exitstatus):
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         if not self.records:
             return
         items = report.read_jsonl(self.run.jsonl_path) or self.records
@@ -186,7 +196,8 @@ class ReportWriter:
             except OSError:
                 pass
 
-    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+    def pytest_terminal_summary(self, terminalreporter: TerminalReporter, exitstatus: pytest.ExitCode,
+                                config: pytest.Config) -> None:
         tr = terminalreporter
         if self.run.settings.print_prompt and self.records:
             prompts = self.run.json_path.with_suffix("") / "prompts"
@@ -213,14 +224,14 @@ def report_log(run: BenchRun) -> report.JsonlLog:
     return report.JsonlLog(run.jsonl_path)
 
 
-def _bad(rep) -> dict:
+def _bad(rep: pytest.TestReport) -> dict:
     """What a failed or skipped report says, for the record synthesized if the item leaves none."""
     text = _short(rep)
     # pytest-timeout's signal method fails the test with "Timeout >Ns"
     return {"when": rep.when, "skipped": rep.skipped, "text": text, "timeout": "Timeout >" in text}
 
 
-def _short(rep, lines: int = 12) -> str:
+def _short(rep: pytest.TestReport, lines: int = 12) -> str:
     """The message of a failed or skipped report, without pytest's decoration."""
     if rep.skipped and isinstance(rep.longrepr, tuple) and len(rep.longrepr) == 3:
         return str(rep.longrepr[2]).removeprefix("Skipped: ")
@@ -229,7 +240,7 @@ def _short(rep, lines: int = 12) -> str:
     return "\n".join(kept[-lines:])
 
 
-def synthesized(nodeid: str, bad: dict | None, problem=None) -> dict:
+def synthesized(nodeid: str, bad: dict | None, problem: Problem | None = None) -> dict:
     """The record of an item that ended without one: skipped with its reason, or an error (an
     exception outside the candidate's job: a fixture, the harness, pytest-timeout, a dead worker)
     that still counts in every rate."""

@@ -9,11 +9,18 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import hardware, launch, metrics, roofline, safety
 from .gpus import GpuPool
 from .protocol import JobSpec, TimingSpec
 from .problem import size_names
+
+if TYPE_CHECKING:
+    from .candidates import Candidate
+    from .native import Prepared
+    from .outcome import LaunchOutcome
+    from .problem import Problem
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -101,7 +108,7 @@ class KBSession:
         self.shapes_prefetched = False     # model runs probe every item's input shapes once, up front
 
     # ---- where an item runs ----------------------------------------------------------------
-    def place(self, problem) -> Placement:
+    def place(self, problem: Problem) -> Placement:
         s = self.settings
         if s.device == "cuda" or (s.device == "auto" and self.gpu_count and "cuda" in problem.devices):
             device = "cuda"
@@ -134,14 +141,15 @@ class KBSession:
         return Placement(device, world, sizes)
 
     @staticmethod
-    def cpu_candidate_skip(problem, placement: Placement, is_reference: bool) -> str | None:
+    def cpu_candidate_skip(problem: Problem, placement: Placement, is_reference: bool) -> str | None:
         """Why a non-reference candidate cannot run this item on CPU, if it cannot."""
         if placement.device == "cpu" and problem.no_cpu_candidate and not is_reference:
             return f"no legal candidate on CPU: {problem.no_cpu_candidate}"
         return None
 
     # ---- one item ---------------------------------------------------------------------------
-    def job(self, problem, candidate, placement, job_dir: Path, native=None) -> JobSpec:
+    def job(self, problem: Problem, candidate: Candidate, placement: Placement, job_dir: Path,
+            native: Prepared | None = None) -> JobSpec:
         s = self.settings
         # a native candidate's job keeps the file that was built (for people); the ranks load the library
         cand_path = job_dir / "candidate" / (problem.template if native else "solution.py")
@@ -160,7 +168,8 @@ class KBSession:
             pg_timeout_s=s.pg_timeout, compile_timeout_s=s.compile_timeout, allow_multicast=bool(s.allow_multicast),
             native_lib=native.lib if native else None)
 
-    def run_item(self, problem, candidate, placement: Placement, nodeid: str, sample=None) -> dict:
+    def run_item(self, problem: Problem, candidate: Candidate, placement: Placement, nodeid: str,
+                 sample: int | None = None) -> dict:
         record = base_record(problem, candidate, nodeid, sample)
         record.update(device=placement.device, world_size=placement.world_size)
         if candidate.failure:
@@ -199,7 +208,7 @@ class KBSession:
             record["job_dir"] = None
         return record
 
-    def prepare_native(self, problem, candidate, record: dict):
+    def prepare_native(self, problem: Problem, candidate: Candidate, record: dict) -> Prepared | None:
         """Splice, scan and build a native candidate before launch (the build is not on the item's
         deadline: its time goes to record["build"]). None when the item ends here (record filled)."""
         from .native import prepare
@@ -213,7 +222,7 @@ class KBSession:
             return prep
         return None
 
-    def fill(self, record: dict, outcome, placement: Placement):
+    def fill(self, record: dict, outcome: LaunchOutcome, placement: Placement) -> None:
         result = outcome.result or {}
         sizes = result.get("sizes") or []
         record.update(outcome=outcome.status, failure=outcome.category, message=outcome.message,
@@ -242,7 +251,7 @@ class KBSession:
         record["overhead_s"] = max(0.0, outcome.wall_s - timed)
 
 
-def base_record(problem, candidate, nodeid: str, sample=None) -> dict:
+def base_record(problem: Problem | None, candidate: Candidate | None, nodeid: str, sample: int | None = None) -> dict:
     """The one builder of an item record's identity. Without a loaded problem (a problem.yaml that
     does not load, a worker that died) the id comes from the node id and the rest stays empty."""
     if problem is None:

@@ -2,14 +2,22 @@
 session.run_item, or a model's samples and refinement rounds."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from .candidates import Candidate
 from .fixtures import emit
 from .session import base_record
 
+if TYPE_CHECKING:
+    from .candidates.llm import ModelSource
+    from .problem import Problem
+    from .session import KBSession, Placement
 
-def test_problem(request, kb_session, kb_problem, kb_placement, kb_candidate):
+
+def test_problem(request: pytest.FixtureRequest, kb_session: KBSession, kb_problem: Problem, kb_placement: Placement,
+                 kb_candidate: Candidate | ModelSource) -> None:
     if not isinstance(kb_candidate, Candidate):          # a model writes the candidates
         return _run_model(request, kb_session, kb_problem, kb_placement, kb_candidate)
     record = kb_session.run_item(kb_problem, kb_candidate, kb_placement, request.node.nodeid)
@@ -26,7 +34,8 @@ def failure_text(rec: dict) -> str:
 
 
 # ---- candidates from a model: k samples, each refined up to R rounds ---------------------------
-def _run_model(request, session, problem, placement, source):
+def _run_model(request: pytest.FixtureRequest, session: KBSession, problem: Problem, placement: Placement,
+               source: ModelSource) -> None:
     """Every round of every sample is recorded as it finishes (so a pytest-timeout keeps the
     rounds done); the sample's result is its best round: the fastest passing one, else the last
     failing one. The best round's record is marked record["best"] (report.latest_by_item keeps
@@ -37,10 +46,11 @@ def _run_model(request, session, problem, placement, source):
     nodeid = request.node.nodeid
     finals = []
 
-    def emit_(rec):
+    def emit_(rec: dict) -> None:
         emit(request.node, rec)
     for k in range(s.samples):
         sample = k if s.samples > 1 else None
+        history: list[llm.Round]
         rounds, calls, history, stopped = [], [], [], None
         for r in range(1, s.rounds + 1):
             try:
@@ -105,7 +115,7 @@ def _verdict(finals: list[dict]):
     bad = [f for f in done if f.get("outcome") != "passed"]
     if not bad:
         return
-    def text(rec):
+    def text(rec: dict) -> str:
         t = failure_text(rec)
         if len(rec.get("rounds") or []) > 1:
             t = f"(best of {len(rec['rounds'])} rounds: round {rec['round']}) {t}"

@@ -119,7 +119,12 @@ TYPED = ["pytest_kernelbench/protocol.py", "pytest_kernelbench/metrics.py", "pyt
          "pytest_kernelbench/shapes.py", "pytest_kernelbench/procs.py", "pytest_kernelbench/harnesslib.py",
          "pytest_kernelbench/candidates/cache.py", "pytest_kernelbench/worker/compare.py",
          "pytest_kernelbench/worker/timing.py", "pytest_kernelbench/worker/checks.py",
-         "pytest_kernelbench/worker/clocks.py", "pytest_kernelbench/worker/files.py"]
+         "pytest_kernelbench/worker/clocks.py", "pytest_kernelbench/worker/files.py",
+         "pytest_kernelbench/prompt.py", "pytest_kernelbench/fixtures.py", "pytest_kernelbench/testcase.py",
+         "pytest_kernelbench/calibrate.py", "pytest_kernelbench/native/scan.py", "pytest_kernelbench/cli/main.py",
+         "pytest_kernelbench/cli/plots.py", "pytest_kernelbench/worker/main.py", "pytest_kernelbench/worker/native.py",
+         "pytest_kernelbench/worker/guards.py", "pytest_kernelbench/worker/safety.py",
+         "pytest_kernelbench/worker/shield.py", "pytest_kernelbench/worker/tamper.py"]
 
 
 def _tool(module: str, *args) -> subprocess.CompletedProcess:

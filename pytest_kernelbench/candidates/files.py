@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..pkb.checkout import candidate_path as pkb_candidate_path, is_pkb
 from . import Candidate
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 MODES = ("auto", "reference", "shipped")
 
@@ -24,12 +28,12 @@ def parse_mode(value: str) -> tuple[str, str | None]:
     return mode, name or None
 
 
-def reference(problem) -> Candidate:
+def reference(problem: Problem) -> Candidate:
     return Candidate("reference", "self-check", problem.reference_path.read_text(),
                      origin=str(problem.reference_path), is_reference=True)
 
 
-def shipped(problem, device: str, name: str | None, strict: bool) -> Candidate | None:
+def shipped(problem: Problem, device: str, name: str | None, strict: bool) -> Candidate | None:
     """A shipped solution that runs on `device` (the named one, else the first by name)."""
     options = problem.solutions
     if name is not None:
@@ -49,7 +53,7 @@ def shipped(problem, device: str, name: str | None, strict: bool) -> Candidate |
     return None
 
 
-def from_directory(problem, directory: Path, pkb_backend: str = "cuda") -> Candidate:
+def from_directory(problem: Problem, directory: Path, pkb_backend: str = "cuda") -> Candidate:
     # a native problem's candidate is its template's language: the whole file or only the regions
     suffix = Path(problem.template).suffix if problem.kind == "native" else ".py"
     path = Path(directory) / problem.category / f"{problem.name}{suffix}"
@@ -65,7 +69,7 @@ def from_directory(problem, directory: Path, pkb_backend: str = "cuda") -> Candi
     return Candidate("dir", label, path.read_text(), origin=str(path))
 
 
-def choose(problem, device: str, mode_value: str, solutions_dir: str | None, pkb_backend: str = "cuda") -> Candidate:
+def choose(problem: Problem, device: str, mode_value: str, solutions_dir: str | None, pkb_backend: str = "cuda") -> Candidate:
     if solutions_dir:
         return from_directory(problem, Path(solutions_dir), pkb_backend)
     mode, name = parse_mode(mode_value)

@@ -21,9 +21,11 @@ import os
 import random
 import re
 import time
+from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
@@ -32,6 +34,10 @@ from . import Candidate
 from .cache import GenerationCache, key as cache_key, lineage as cache_lineage
 from .extract import extract, extract_native
 from ..protocol import atomic_write
+
+if TYPE_CHECKING:
+    from ..problem import Problem
+    from ..session import KBSession, Placement
 
 LEDGER = "llm-ledger.json"
 MAX_BACKOFF_S = 120.0
@@ -71,7 +77,7 @@ def backoff_base() -> float:
         return 2.0
 
 
-def usd_of(model: str, prompt_tokens: int, completion_tokens: int, response=None) -> float | None:
+def usd_of(model: str, prompt_tokens: int, completion_tokens: int, response: Any = None) -> float | None:
     """USD of one call from litellm's bundled price map; None where it knows no price."""
     litellm = litellm_module()
     try:
@@ -148,7 +154,7 @@ class Round:
     record: dict
 
 
-def cache_root(session) -> Path:
+def cache_root(session: KBSession) -> Path:
     d = session.settings.cache_dir
     if d:
         p = Path(d)
@@ -156,11 +162,11 @@ def cache_root(session) -> Path:
     return session.rootdir / ".kb-cache"
 
 
-def slug(problem) -> str:
+def slug(problem: Problem) -> str:
     return re.sub(r"[^A-Za-z0-9_.]+", "-", problem.id).strip("-")
 
 
-def prefetch_shapes(session, problems):
+def prefetch_shapes(session: KBSession, problems: Iterable[Problem | None]) -> None:
     """Probe the input shapes of every collected problem in one subprocess (once per session), so
     that each item's prompt finds them in the cache instead of starting its own probe."""
     if session.shapes_prefetched:
@@ -186,7 +192,7 @@ class ModelSource:
     """Generates the candidates of one item (a problem at a placement) for --kb-model."""
     kind = "llm"
 
-    def __init__(self, session, problem, placement):
+    def __init__(self, session: KBSession, problem: Problem, placement: Placement) -> None:
         s = session.settings
         self.session = session
         self.problem = problem

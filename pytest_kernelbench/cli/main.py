@@ -21,7 +21,7 @@ from . import export, leaderboard, plots, reports
 USAGE = 2
 
 
-def _leaderboard(a) -> int:
+def _leaderboard(a: argparse.Namespace) -> int:
     scores = leaderboard.ranked(reports.entries([reports.load(p) for p in a.reports]))
     tabs = leaderboard.tables(scores)
     sources = [src for s in scores for src in s.entry.sources]
@@ -50,13 +50,13 @@ def _leaderboard(a) -> int:
     return 0
 
 
-def _compare(a) -> int:
+def _compare(a: argparse.Namespace) -> int:
     result = cmp.compare(reports.load(a.base), reports.load(a.new), cmp.parse_fail_on(a.fail_on))
     print("\n".join(result.lines()))
     return 1 if result.failed else 0
 
 
-def _export(a) -> int:
+def _export(a: argparse.Namespace) -> int:
     if a.format == "parquet":
         export.parquet_modules()         # before any work: a missing pyarrow is one line, at once
     rows = export.rows(a.reports, Path(a.problems) if a.problems else None)
@@ -66,7 +66,7 @@ def _export(a) -> int:
     return 0
 
 
-def _post(a) -> int:
+def _post(a: argparse.Namespace) -> int:
     from . import overhead, suite_table
     doc = reports.load(a.report)
     lines = suite_table.table(doc) if a.cmd == "suite-table" else overhead.table(doc)
@@ -77,14 +77,14 @@ def _post(a) -> int:
     return 0
 
 
-def _fidelity(a) -> int:
+def _fidelity(a: argparse.Namespace) -> int:
     from . import fidelity
     result = fidelity.run(Path(a.out), a.runs, a.world)
     print("\n".join(fidelity.lines(result)))
     return 0
 
 
-def _write(path, text: str):
+def _write(path: str | Path, text: str) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(text, encoding="utf-8")
 

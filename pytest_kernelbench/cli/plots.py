@@ -5,9 +5,14 @@ extra `plot`, imported only here and only when a plot is asked for."""
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 from .. import metrics
 from .leaderboard import Score, tag_order
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 MISSING = "plots need matplotlib: pip install 'pytest-kernelbench[plot]'"
 TIER_COLORS = {"better": "#2ca02c", "on_par": "#1f77b4", "degraded": "#ff7f0e", "severely_degraded": "#d62728"}
@@ -29,7 +34,7 @@ def _figure(width: float = 7.0, height: float = 3.6):
     return fig
 
 
-def _png(fig) -> bytes:
+def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     if not fig.legends:
         fig.tight_layout()
@@ -37,13 +42,13 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def _empty(ax, text: str):
+def _empty(ax: Axes, text: str) -> None:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#555555")
     ax.set_xticks([])
     ax.set_yticks([])
 
 
-def _bars(ax, scores: list[Score], key: str, value: str, ylabel: str):
+def _bars(ax: Axes, scores: list[Score], key: str, value: str, ylabel: str) -> None:
     """Grouped bars: one group per tag of `key`, one bar per entry."""
     tags = tag_order(key, {t for s in scores for t in s.breakdowns.get(key, {})})
     shown = [s for s in scores if any(s.breakdowns.get(key, {}).get(t, {}).get(value) is not None for t in tags)]

@@ -13,7 +13,7 @@ class ReportError(Exception):
     """A file that is not a readable kernelbench report: one line for the user."""
 
 
-def load(path) -> dict:
+def load(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ReportError(f"{path}: no such report")
@@ -21,7 +21,7 @@ def load(path) -> dict:
         lines = report.read_jsonl(path)
         if not lines:
             raise ReportError(f"{path}: no item lines")
-        cfg = next((r["run_config"] for r in lines if r.get("run_config")), {})
+        cfg: dict = next((r["run_config"] for r in lines if r.get("run_config")), {})
         return {"schema_version": None, "machine": {}, "items": lines, "path": str(path),
                 "config": {"run_id": lines[0].get("run_id"), "settings": cfg, "identity": cfg}}
     try:

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import build
 from .build import Recipe, Unavailable
 from .regions import EditError, splice
 from .scan import scan
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 
 @dataclass
@@ -25,7 +29,7 @@ class Prepared:
     build: dict = field(default_factory=dict)
 
 
-def prepare(problem, text: str, cache_dir: Path, timeout_s: float) -> Prepared:
+def prepare(problem: Problem, text: str, cache_dir: Path, timeout_s: float) -> Prepared:
     template = problem.template_path.read_text()
     name = problem.template_path.name
     try:

@@ -23,10 +23,14 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
 from ..protocol import atomic_write
+
+if TYPE_CHECKING:
+    from .regions import LineMap
 
 VERSION = 1
 COMPILERS = {"nvcc": "nvcc", "g++": "g++"}
@@ -186,7 +190,7 @@ def cache_key(source: str, recipe: Recipe, libs: list) -> str:
 
 
 # ---- building --------------------------------------------------------------------------------------
-def build(source: str, recipe: Recipe, cache_dir: Path, filename: str, linemap=None,
+def build(source: str, recipe: Recipe, cache_dir: Path, filename: str, linemap: LineMap | None = None,
           timeout_s: float = 600.0) -> BuildResult:
     """Build `source` (the spliced file, built under the template's file name) into a shared
     library, or find it built. Raises Unavailable when the compiler or a library is missing."""
@@ -238,13 +242,13 @@ def _shown(cmd: list, work: Path) -> list:
     return [a.replace(str(work) + os.sep, "") for a in cmd]
 
 
-def map_messages(log: str, work: Path, filename: str, linemap=None) -> str:
+def map_messages(log: str, work: Path, filename: str, linemap: LineMap | None = None) -> str:
     """Compiler output with the build folder's paths dropped and every `<file>:LINE` / `<file>(LINE)`
     of the spliced source named as the template line or the region line it is."""
     text = log.replace(str(work) + os.sep, "")
     pat = re.compile(rf"(?<![\w./-]){re.escape(filename)}(?::(\d+)|\((\d+)\))")
 
-    def sub(m):
+    def sub(m: re.Match[str]) -> str:
         line = int(m.group(1) or m.group(2))
         return linemap.describe(line, filename) if linemap is not None else f"{filename}:{line}"
     lines = [pat.sub(sub, ln) for ln in text.splitlines() if ln.strip()]

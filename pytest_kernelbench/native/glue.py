@@ -9,23 +9,29 @@ import ctypes
 import os
 import secrets
 import tempfile
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..worker.native import NativeContext
 
 IPC_HANDLE_BYTES = 64
 
 
-def declare(lib, name: str, restype, *argtypes):
+def declare(lib: ctypes.CDLL, name: str, restype: Any, *argtypes: Any) -> Any:
     """lib.name with its C signature set (ctypes otherwise guesses int for everything)."""
     fn = getattr(lib, name)
     fn.restype, fn.argtypes = restype, list(argtypes)
     return fn
 
 
-def ptr(t) -> ctypes.c_void_p:
+def ptr(t: torch.Tensor) -> ctypes.c_void_p:
     """A tensor's data pointer for a `void*` / `T*` parameter."""
     return ctypes.c_void_p(t.data_ptr())
 
 
-def check(lib, rc: int, what: str):
+def check(lib: ctypes.CDLL, rc: int, what: str) -> None:
     """Raise RuntimeError naming the call and the library's own message when rc != 0."""
     if rc != 0:
         why = ""
@@ -35,7 +41,7 @@ def check(lib, rc: int, what: str):
         raise RuntimeError(f"{what} returned {rc}" + (f": {why}" if why else ""))
 
 
-def exchange(obj) -> list:
+def exchange(obj: object) -> list:
     """Every rank's `obj`, in rank order (the default process group; setup only)."""
     import torch.distributed as dist
     out = [None] * dist.get_world_size()
@@ -43,7 +49,7 @@ def exchange(obj) -> list:
     return out
 
 
-def shared_segment(ctx, nbytes: int) -> int:
+def shared_segment(ctx: NativeContext, nbytes: int) -> int:
     """Address of `nbytes` of zeroed memory shared by every rank of the job (a file in /dev/shm,
     else the temporary folder, mapped by each rank and unlinked once all have it, so nothing is left
     behind even if the job is killed)."""
@@ -66,7 +72,7 @@ def shared_segment(ctx, nbytes: int) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(mm))
 
 
-def ipc_buffers(lib, ctx, nbytes: int):
+def ipc_buffers(lib: ctypes.CDLL, ctx: NativeContext, nbytes: int) -> ctypes.Array[ctypes.c_void_p]:
     """Every rank's `nbytes` device buffer (zeroed), mapped into this rank through CUDA IPC: a
     ctypes array of W pointers, this rank's own at index ctx.rank."""
     alloc = declare(lib, "kb_ipc_alloc", ctypes.c_int, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p)
@@ -86,6 +92,6 @@ def ipc_buffers(lib, ctx, nbytes: int):
     return ptrs
 
 
-def max_size(ctx, key: str) -> int:
+def max_size(ctx: NativeContext, key: str) -> int:
     """The largest value of size field `key` over the job's sizes (buffers are allocated once)."""
     return max(int(cfg[key]) for cfg in ctx.sizes.values())

@@ -4,11 +4,16 @@ recipe's flags), the rules, the hardware."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from .. import shapes
 from ..prompt import fill, hardware_text, lang_of
 from .build import Recipe, Unavailable, compiler_version, resolve
 from .regions import parse
+
+if TYPE_CHECKING:
+    from ..problem import Problem
+    from ..session import Placement
 
 METRIC_TEXT = {"time": "",
                "latency": " (this problem also reports latency: microseconds per call)",
@@ -38,7 +43,7 @@ def libraries(recipe: Recipe) -> str:
     return ", ".join(out) or "none beyond the C++ standard library"
 
 
-def native_task_text(problem, placement, machine: dict, probed: dict | None) -> str:
+def native_task_text(problem: Problem, placement: Placement, machine: dict, probed: dict | None) -> str:
     recipe = Recipe.from_yaml(problem.build)
     template = problem.template_path.read_text()
     tol = problem.tolerance

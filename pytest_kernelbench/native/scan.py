@@ -8,6 +8,7 @@ name the scan cannot see (token pasting `##`, universal character names) are ref
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 # any mention: starting processes, loading code, reaching symbols by name, changing the environment
 NAMES = ("system", "popen", "fork", "vfork", "clone", "execl", "execlp", "execle", "execv", "execvp", "execvpe",
@@ -75,7 +76,7 @@ def _logical_lines(code: str):
         yield start, " ".join(buf)
 
 
-def scan_region(name: str, body: str, headers=(), asm: bool = False) -> str | None:
+def scan_region(name: str, body: str, headers: Collection[str] = (), asm: bool = False) -> str | None:
     """One line naming the first forbidden construct in region `name`, or None."""
     if re.search(r'(?<![A-Za-z0-9_])(?:u8|u|U|L)?R"', blank_comments_and_strings(body, strings=False)):
         return f"region '{name}': raw string literals are not allowed in a region"
@@ -126,7 +127,7 @@ def scan_region(name: str, body: str, headers=(), asm: bool = False) -> str | No
     return None
 
 
-def scan(regions: dict, headers=(), asm: bool = False) -> str | None:
+def scan(regions: dict, headers: Collection[str] = (), asm: bool = False) -> str | None:
     for name, body in regions.items():
         found = scan_region(name, body, headers, asm)
         if found:

@@ -19,7 +19,9 @@ import hashlib
 import importlib.util
 import os
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, SupportsInt
 
 import torch
 import torch.distributed as dist
@@ -31,7 +33,7 @@ SHIM = str(Path(__file__).resolve().parent / "shim")
 GENERATOR = Path("utils") / "input_output_tensors.py"
 
 
-def mix(base: int, seed) -> int:
+def mix(base: int, seed: object) -> int:
     digest = hashlib.sha256(f"{base}|{seed}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
@@ -40,15 +42,15 @@ class SeededTorch:
     """torch as PKB's generator sees it: every attribute is torch's own, except manual_seed, which
     seeds with PKB's seed mixed with `base` and counts the calls."""
 
-    def __init__(self, mixer):
+    def __init__(self, mixer: Callable[[int, object], int]) -> None:
         self.base = 0
         self.calls = 0
         self._mix = mixer
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(torch, name)
 
-    def manual_seed(self, seed):
+    def manual_seed(self, seed: SupportsInt) -> torch.Generator:
         self.calls += 1
         return torch.manual_seed(self._mix(self.base, int(seed)))
 
@@ -60,10 +62,10 @@ class CachedGroups:
     def __init__(self):
         self.groups: dict[str, object] = {}
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(dist, name)
 
-    def new_group(self, ranks=None, *args, **kwargs):
+    def new_group(self, ranks: Iterable[int] | None = None, *args: Any, **kwargs: Any) -> object:
         key = repr((None if ranks is None else list(ranks), args, sorted(kwargs.items())))
         if key not in self.groups:
             self.groups[key] = dist.new_group(ranks, *args, **kwargs)
@@ -86,12 +88,12 @@ def load_generator(checkout: str):
     return module
 
 
-def fresh_values(args, gen: torch.Generator):
+def fresh_values(args: Any, gen: torch.Generator) -> Any:
     """Floating-point tensors of `args` (top level and inside lists/tuples) refilled from `gen`
     (or, for a tensor on another device, a generator there seeded from it)."""
     gens = {gen.device: gen}
 
-    def fill(obj):
+    def fill(obj: Any) -> Any:
         if isinstance(obj, torch.Tensor):
             if not obj.is_floating_point() or obj.device.type == "meta":
                 return obj
@@ -113,7 +115,8 @@ def harness(checkout: str, problem_id: int, cost_model: str | None = None):
     generator = load_generator(checkout)
     create, seeded, mixer = generator.create_input_tensor, generator.torch, mix   # bound now: later patches miss
 
-    def inputs(size, rank, world_size, gen, device, dtype, shared_seed=None):
+    def inputs(size: dict, rank: int, world_size: int, gen: torch.Generator, device: str | torch.device,
+               dtype: torch.dtype, shared_seed: int | None = None) -> tuple:
         own, device = gen.initial_seed(), torch.device(device)
         seeded.base, seeded.calls = (own if shared_seed is None else shared_seed), 0
         cuda = [device.index if device.index is not None else torch.cuda.current_device()] \
@@ -128,7 +131,7 @@ def harness(checkout: str, problem_id: int, cost_model: str | None = None):
             args = fresh_values(args, gen)
         return tuple(args)
 
-    def cost(size, world_size, dtype):
+    def cost(size: dict, world_size: int, dtype: torch.dtype) -> dict:
         model = COSTS.get(cost_model)
         if model is None:
             return {}      # no roofline rather than a wrong one

@@ -87,16 +87,16 @@ def _defs(path: Path) -> set[str]:
     return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
 
 
-def is_pkb(problem) -> bool:
+def is_pkb(problem: Problem) -> bool:
     return problem.id.startswith(PREFIX + "/")
 
 
-def candidate_path(problem, directory, backend: str) -> Path:
+def candidate_path(problem: Problem, directory: str | os.PathLike[str], backend: str) -> Path:
     """PKB's layout of a candidate directory: <N>_<name>_<backend>.py."""
     return Path(directory) / f"{problem.name}_{backend}.py"
 
 
-def markers(problem) -> list[str]:
+def markers(problem: Problem) -> list[str]:
     return list(dict.fromkeys([PREFIX, problem.category, *problem.parallelism, *problem.libraries]))
 
 
@@ -152,7 +152,7 @@ def problem_for(root: Path, ref: Path, base: Path, branches: dict[int, set[str]]
         no_cpu_candidate=None, protected=(root / "reference", root / "utils"))
 
 
-def _link(link: Path, target: Path):
+def _link(link: Path, target: Path) -> None:
     """Point `link` at `target`, atomically (xdist workers collect at the same time)."""
     if link.is_symlink() and os.readlink(link) == str(target):
         return
@@ -179,7 +179,7 @@ def generator_branches(path: Path) -> dict[int, set[str]]:
     return out
 
 
-def _numbers(test) -> list[int]:
+def _numbers(test: ast.expr) -> list[int]:
     if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "problem_id"
             and len(test.ops) == 1):
         return []
@@ -219,7 +219,7 @@ def writes_inputs(fn: ast.FunctionDef) -> bool:
     return False
 
 
-def _iterated(node):
+def _iterated(node: ast.expr) -> ast.expr:
     """`x` of `for v in x`, `enumerate(x)`, `zip(x, ...)` (the first zipped)."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("enumerate", "zip") \
             and node.args:
@@ -227,7 +227,7 @@ def _iterated(node):
     return node
 
 
-def _root(node) -> str | None:
+def _root(node: ast.expr) -> str | None:
     """The variable an expression hangs off: x of x, x.data, x[i], x.view(...)."""
     while True:
         if isinstance(node, ast.Name):

@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
 
 
 COLLECTIVE_FUNCS = (
@@ -57,7 +62,7 @@ class harness_call:
     def __enter__(self):
         _tls.depth = getattr(_tls, "depth", 0) + 1
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         _tls.depth -= 1
 
 
@@ -78,7 +83,7 @@ def family_of_op(namespace: str, name: str) -> str | None:
 class ForbidGuard:
     """Counts forbidden calls made while `active`; reference calls run with it inactive."""
 
-    def __init__(self, families):
+    def __init__(self, families: Iterable[str]) -> None:
         self.families = set(families)
         self.active = False
         self.calls: dict[str, int] = {}
@@ -114,10 +119,10 @@ class ForbidGuard:
                                                      getattr(funcol, name)))
         self._wrap_process_groups()
 
-    def _wrap(self, label, original):
+    def _wrap(self, label: str, original: Callable[..., Any]) -> Callable[..., Any]:
         guard = self
 
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             if guard.active and not _by_harness():
                 guard.record(label)
             return original(*args, **kwargs)
@@ -151,7 +156,7 @@ class ForbidGuard:
                     continue
                 label = f"{cls.__name__}.{name} ({family})"
 
-                def method(self_, *args, _kb_raw=raw, _kb_label=label, **kwargs):
+                def method(self_: Any, *args: Any, _kb_raw: Any = raw, _kb_label: str = label, **kwargs: Any) -> Any:
                     if guard.active and not _by_harness():
                         guard.record(_kb_label)
                     return _kb_raw.__get__(self_, type(self_))(*args, **kwargs)
@@ -171,7 +176,8 @@ class ForbidGuard:
         return cls(self)
 
 
-def _forbid_dispatch(self, func, types, args=(), kwargs=None):
+def _forbid_dispatch(self: _ForbidMode, func: OpOverload, types: tuple[type, ...], args: tuple = (),
+                     kwargs: dict | None = None) -> Any:
     ns = getattr(func, "namespace", "")
     name = func._schema.name.split("::")[-1] if hasattr(func, "_schema") else str(func)
     family = family_of_op(ns, name)

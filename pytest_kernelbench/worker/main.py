@@ -18,7 +18,9 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
+from typing import Any, NoReturn
 
 from ..protocol import SETUP_MARK, JobLayout, JobSpec
 from .. import metrics
@@ -47,6 +49,8 @@ class AgreedFailure(Exception):
 
 
 class Rank:
+    timing_violation: str | None     # what a timed candidate round did (time_size)
+
     def __init__(self, job_dir: str):
         self.job = JobSpec.read(JobLayout(job_dir).job)
         self.rank = int(os.environ["RANK"])
@@ -63,11 +67,11 @@ class Rank:
         self.nonce = self.secret.get("nonce")
         self.files = JobFiles(job_dir, self.rank, self.job.token, key=self.secret.get("key"))
         self.files.redirect_output()
-        self.phases = {}
-        self.warnings = []
+        self.phases: dict[str, float] = {}
+        self.warnings: list[str] = []
 
     # ---- failure paths -------------------------------------------------------------------
-    def die(self, category: str, message: str, where: str, exc=None):
+    def die(self, category: str, message: str, where: str, exc: BaseException | None = None) -> NoReturn:
         """Unrecoverable on this rank: main() records why and leaves; torchrun stops the others."""
         raise ItemFailed(category, message, where, exc)
 
@@ -89,7 +93,7 @@ class Rank:
             self.forbid.active = False
             self.shield.armed = False
 
-    def agree(self, obj) -> list:
+    def agree(self, obj: object) -> list:
         out = [None] * self.world
         self.clocks.all_gather_object(out, obj)
         return out
@@ -204,7 +208,7 @@ class Rank:
         except Exception as e:  # a harness bug, not the candidate's
             self.die("runtime_error", f"harness.inputs() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
 
-    def call_reference(self, args, phase):
+    def call_reference(self, args: tuple, phase: str) -> Any:
         self.files.heartbeat(f"{phase}, reference call")
         try:
             out = self.reference.solution(*args)
@@ -215,7 +219,7 @@ class Rank:
                 if getattr(self, "candidate", None) is not None else ""
             self.die("runtime_error", f"the reference failed ({phase}){hint}: {type(e).__name__}: {e}", "reference", e)
 
-    def first_call(self, args, phase):
+    def first_call(self, args: tuple, phase: str) -> Any:
         """The first call of a size is setup: it may JIT-compile (load_inline, Triton) on one rank
         while the others wait in a barrier, allocate, rendezvous. It runs under the compile budget
         (its heartbeat carries SETUP_MARK, which the launcher discounts from the deadline) and, so
@@ -241,7 +245,7 @@ class Rank:
             if note not in self.warnings:
                 self.warnings.append(note)
 
-    def call_candidate(self, args, phase, watch_dispatch: bool, first: bool = False):
+    def call_candidate(self, args: tuple, phase: str, watch_dispatch: bool, first: bool = False) -> Any:
         self.files.heartbeat(f"{phase}, candidate call {SETUP_MARK}" if first else f"{phase}, candidate call")
         mode = self.forbid.dispatch_mode() if watch_dispatch and self.forbid.families else None
         try:
@@ -274,7 +278,7 @@ class Rank:
                      "inside the call", "candidate")
         return out
 
-    def check_unsafe(self, phase: str, exc=None):
+    def check_unsafe(self, phase: str, exc: BaseException | None = None) -> None:
         """NVLink multicast tried or enabled (worker/safety.py) ends the item as `unsafe`, ahead of
         any other verdict (the refusal's PermissionError is no runtime_error)."""
         found = self.multicast.check() if getattr(self, "multicast", None) is not None else None
@@ -299,7 +303,8 @@ class Rank:
         return "; ".join(found) or None
 
     # ---- checking ----------------------------------------------------------------------------
-    def check(self, out, expected, cand_in, ref_in, pristine) -> tuple[str | None, str | None, float]:
+    def check(self, out: Any, expected: Any, cand_in: tuple, ref_in: tuple,
+              pristine: tuple) -> tuple[str | None, str | None, float]:
         return checks.check_call(out, expected, cand_in, ref_in, pristine, self.job.tolerance, self.job.inplace,
                                  getattr(self.harness, "check", None))
 
@@ -312,7 +317,7 @@ class Rank:
         first_call = True
         t0 = time.perf_counter()
         expected = None
-        held = []
+        held: list[tuple] = []
         for trial in range(int(self.job.trials)):
             phase = f"size {size}, trial {trial}"
             self.files.heartbeat(f"{phase}, inputs")
@@ -370,7 +375,7 @@ class Rank:
                                  "message": f"rank {r}, {phase}: {v['message']}"}, record)
 
     # ---- timing ------------------------------------------------------------------------------
-    def time_size(self, size: str, record: dict, expected):
+    def time_size(self, size: str, record: dict, expected: Any) -> None:
         from .timing import Timing, summarize
         t0 = time.perf_counter()
         torch = self.torch
@@ -388,7 +393,7 @@ class Rank:
         n_sets = int(min(n_sets, tcfg.max_sets, max(2, tcfg.set_budget_bytes // max(set_bytes, 1))))
         sets = [probe] + [self.make_inputs(size, f"time{k}") for k in range(1, n_sets)]
 
-        def refill(round_no):
+        def refill(round_no: int | str) -> None:
             for k, s in enumerate(sets):
                 compare.refill(s, self.make_inputs(size, f"round{round_no}set{k}"))
 
@@ -403,10 +408,10 @@ class Rank:
 
         self.timing_violation = None
 
-        def ref(*a):
+        def ref(*a: Any) -> Any:
             return self.reference.solution(*a)
 
-        def cand(*a):
+        def cand(*a: Any) -> Any:
             return self.candidate(*a)
 
         timer = Timing(self.clocks, self.agree_max, self.files.heartbeat, tcfg)
@@ -436,7 +441,7 @@ class Rank:
         record["band"] = list(band) if band else None
         record["timing_s"] = time.perf_counter() - t0
 
-    def after_timing_check(self, size, sets, refill) -> dict:
+    def after_timing_check(self, size: str, sets: list, refill: Callable[[int | str], None]) -> dict:
         """The anti-caching passes (checks.after_timing) on this rank's timing buffers."""
         phase = f"size {size}, check after timing"
 
@@ -455,7 +460,7 @@ class Rank:
         return found or {"category": None, "message": None}
 
     # ---- the end -----------------------------------------------------------------------------
-    def finish(self, failed=None, current=None):
+    def finish(self, failed: dict | None = None, current: dict | None = None) -> None:
         self.files.heartbeat("finish")
         if current is not None and current not in self.sizes_done:
             self.sizes_done.append(current)
@@ -485,7 +490,7 @@ class Rank:
         self.finish()
 
 
-def _takes(fn, name: str) -> bool:
+def _takes(fn: Any, name: str) -> bool:
     import inspect
     try:
         return name in inspect.signature(fn).parameters
@@ -493,7 +498,7 @@ def _takes(fn, name: str) -> bool:
         return False
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> NoReturn:
     argv = sys.argv[1:] if argv is None else argv
     from ..procs import die_with_parent
     die_with_parent()   # a rank never outlives its torchrun

@@ -7,6 +7,12 @@ from __future__ import annotations
 import ctypes
 import os
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    import torch
 
 
 class NativeLoadError(ImportError):
@@ -17,7 +23,7 @@ class NativeContext:
     """What the glue gets: this rank, the job's sizes and dtype, and `state` for its own objects
     (buffers, mappings) that must live as long as the library."""
 
-    def __init__(self, rank: int, world: int, device, dtype, sizes: dict):
+    def __init__(self, rank: int, world: int, device: torch.device, dtype: torch.dtype, sizes: dict) -> None:
         self.rank, self.world, self.device, self.dtype, self.sizes = rank, world, device, dtype, sizes
         self.state: dict = {}
 
@@ -29,7 +35,7 @@ class NativeContext:
         return int(torch.cuda.current_stream(self.device).cuda_stream)
 
 
-def load(lib_path: str, harness, ctx: NativeContext) -> SimpleNamespace:
+def load(lib_path: str, harness: ModuleType, ctx: NativeContext) -> SimpleNamespace:
     """A module-like object whose solution(*inputs) calls harness.native_call(lib, inputs, ctx)."""
     try:
         lib = ctypes.CDLL(lib_path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
@@ -40,6 +46,6 @@ def load(lib_path: str, harness, ctx: NativeContext) -> SimpleNamespace:
         setup(lib, ctx)
     call = harness.native_call
 
-    def solution(*inputs):
+    def solution(*inputs: Any) -> Any:
         return call(lib, inputs, ctx)
     return SimpleNamespace(solution=solution, lib=lib)

@@ -23,8 +23,14 @@ import os
 import re
 import sys
 import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..safety import GUARDED_ENV, MULTICAST_OFF
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 WATCHED_MODULES = re.compile(r"^(cuda|cupy|cupy_backends|cupyx|nvshmem)(\.|$)")
 MULTICAST_NAME = re.compile(r"multicast|multimem|nvls", re.IGNORECASE)
@@ -33,7 +39,7 @@ REFUSED_SYMBOLS = frozenset({"setenv", "putenv", "unsetenv", "clearenv", "dlsym"
 CHILD_EVENTS = {"subprocess.Popen": 3, "os.exec": 2, "os.posix_spawn": 2, "os.spawn": 3}   # event -> env position
 
 
-def _text(v) -> str | None:
+def _text(v: object) -> str | None:
     if isinstance(v, (str, bytes, os.PathLike)):
         try:
             return os.fsdecode(v)
@@ -42,7 +48,7 @@ def _text(v) -> str | None:
     return None
 
 
-def refused_symbol(name) -> bool:
+def refused_symbol(name: object) -> bool:
     name = _text(name)
     if not name:
         return False
@@ -51,17 +57,17 @@ def refused_symbol(name) -> bool:
 
 
 class MulticastGuard:
-    def __init__(self, names=GUARDED_ENV):
+    def __init__(self, names: Iterable[str] = GUARDED_ENV) -> None:
         import ctypes
         self.names = tuple(names)
         self.findings: list[str] = []
-        self.defused = weakref.WeakSet()
+        self.defused: weakref.WeakSet[ModuleType] = weakref.WeakSet()
         self.start = {n: os.environ.get(n) for n in self.names}
         try:
             getenv = ctypes.CDLL(None).getenv
             getenv.restype = ctypes.c_char_p
             getenv.argtypes = [ctypes.c_char_p]
-            self._getenv = getenv
+            self._getenv: Callable[[bytes], bytes | None] | None = getenv
         except (OSError, AttributeError):
             self._getenv = None
         self.start_libc = {n: self._libc(n) for n in self.names}
@@ -85,7 +91,7 @@ class MulticastGuard:
         self.findings.append(what)
         raise PermissionError(f"kernelbench: NVLink multicast is never allowed on this machine: {what}")
 
-    def _hook(self, event, args):
+    def _hook(self, event: str, args: tuple[Any, ...]) -> None:
         if event in ("os.putenv", "os.unsetenv"):
             key = _text(args[0]) if args else None
             if key in self.names:
@@ -107,7 +113,7 @@ class MulticastGuard:
                     meta.remove(self.finder)
                 meta.insert(0, self.finder)
 
-    def _child_env(self, env) -> str | None:
+    def _child_env(self, env: Any) -> str | None:
         try:
             items = {_text(k): _text(v) for k, v in dict(env).items()}
         except Exception:  # noqa: BLE001 - an odd mapping: judged by the child, not here
@@ -124,7 +130,7 @@ class MulticastGuard:
         return None
 
     # ---- cuda-python / CuPy ------------------------------------------------------------------
-    def defuse(self, module):
+    def defuse(self, module: ModuleType) -> None:
         if module in self.defused:
             return
         self.defused.add(module)
@@ -141,7 +147,7 @@ class MulticastGuard:
     def _stub(self, qualname: str):
         refuse = self._refuse
 
-        def refused(*args, **kwargs):
+        def refused(*args: Any, **kwargs: Any) -> None:
             refuse(f"called {qualname}")
         refused.__name__ = refused.__qualname__ = qualname.rsplit(".", 1)[-1]
         return refused
@@ -171,7 +177,7 @@ class _Finder(importlib.abc.MetaPathFinder):
     def __init__(self, guard: MulticastGuard):
         self.guard = guard
 
-    def find_spec(self, name, path, target=None):
+    def find_spec(self, name: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
         if not WATCHED_MODULES.match(name):
             return None
         for finder in list(sys.meta_path):
@@ -189,19 +195,19 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 class _Loader(importlib.abc.Loader):
-    def __init__(self, inner, guard: MulticastGuard):
+    def __init__(self, inner: importlib.abc.Loader, guard: MulticastGuard) -> None:
         self._inner = inner
         self._guard = guard
 
-    def create_module(self, spec):
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
         create = getattr(self._inner, "create_module", None)
         return create(spec) if create is not None else None
 
-    def exec_module(self, module):
+    def exec_module(self, module: ModuleType) -> None:
         try:
             self._inner.exec_module(module)
         finally:
             self._guard.defuse(module)
 
-    def __getattr__(self, name):   # get_filename, is_package, get_resource_reader, ...
+    def __getattr__(self, name: str) -> Any:   # get_filename, is_package, get_resource_reader, ...
         return getattr(self._inner, name)

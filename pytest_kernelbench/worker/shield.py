@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 
 HARNESS_DIR = str(Path(__file__).resolve().parent) + os.sep
@@ -38,7 +40,7 @@ INTROSPECTION_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_
 STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 
 
-def _strings(v):
+def _strings(v: object) -> Iterator[str]:
     if isinstance(v, (str, bytes, os.PathLike)):
         try:
             yield os.fsdecode(v)
@@ -53,7 +55,7 @@ class FileShield:
     """While armed: refuses (PermissionError) and remembers every access to the protected folders
     and files, and the introspection calls that reach harness objects."""
 
-    def __init__(self, protected, job_dir=None):
+    def __init__(self, protected: Iterable[str | os.PathLike[str]], job_dir: str | os.PathLike[str] | None = None) -> None:
         dirs = [str(p) for p in protected]
         if BUNDLED_PROBLEMS.is_dir():
             dirs.append(str(BUNDLED_PROBLEMS))
@@ -77,7 +79,7 @@ class FileShield:
         self.attempts.append(what)
         raise PermissionError(f"kernelbench: candidates may not do this: {what}")
 
-    def _hook(self, event, args):
+    def _hook(self, event: str, args: tuple[Any, ...]) -> None:
         if not self.armed:
             return
         if event in PATH_EVENTS:

@@ -9,10 +9,14 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 # ---- tampering -----------------------------------------------------------------------------------
@@ -67,7 +71,7 @@ def _watched_owners():
     return owners
 
 
-def _is_watchable(v) -> bool:
+def _is_watchable(v: object) -> bool:
     with warnings.catch_warnings():          # deprecated module attributes warn when touched
         warnings.simplefilter("ignore")
         return callable(v) or isinstance(v, (staticmethod, classmethod, property))
@@ -110,7 +114,7 @@ class TamperGuard:
         self.state = GlobalState()
 
     @staticmethod
-    def _name(owner, attr):
+    def _name(owner: object, attr: str) -> str:
         return f"{getattr(owner, '__name__', type(owner).__name__)}.{attr}"
 
     def check(self) -> list[str]:
@@ -204,9 +208,9 @@ class GlobalState:
                 torch._C._pop_torch_function_stack()
             except Exception:  # noqa: BLE001
                 break
-        steps = [lambda: torch.set_default_dtype(s["default dtype"]),
-                 lambda: torch.set_float32_matmul_precision(s["float32 matmul precision"]),
-                 lambda: torch.use_deterministic_algorithms(s["deterministic algorithms"])]
+        steps: list[Callable[..., object]] = [lambda: torch.set_default_dtype(s["default dtype"]),
+                                              lambda: torch.set_float32_matmul_precision(s["float32 matmul precision"]),
+                                              lambda: torch.use_deterministic_algorithms(s["deterministic algorithms"])]
         for flag in ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
             key = f"torch.backends.cuda.matmul.{flag}"
             if key in s:

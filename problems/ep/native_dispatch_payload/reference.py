@@ -15,8 +15,11 @@ def solution(x: torch.Tensor, is_token_in_rank: torch.Tensor, token_slot: torch.
 
     # tokens grouped by destination rank, in token order (their token_slot order)
     _, token_idx = is_token_in_rank.t().nonzero(as_tuple=True)
-    send = list(x.index_select(0, token_idx).split(send_splits))
+    # one uneven all_to_all_single (gloo's list all_to_all needs equal sizes), then
     # rank s's tokens land in rows 0 .. recv_counts[s] - 1 of block s
+    packed = x.new_empty(sum(recv_splits), hidden)
+    dist.all_to_all_single(packed, x.index_select(0, token_idx), recv_splits, send_splits)
     recv_x = x.new_empty(world, num_tokens, hidden)
-    dist.all_to_all([recv_x[s, :n] for s, n in enumerate(recv_splits)], send)
+    for s, chunk in enumerate(packed.split(recv_splits)):
+        recv_x[s, :chunk.shape[0]] = chunk
     return recv_x, recv_counts
