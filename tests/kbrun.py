@@ -59,8 +59,9 @@ def make_tree(root: Path, candidates: dict[str, str], base: str = "collective/al
 def inner_env(**extra: str) -> dict[str, str]:
     """The environment of a pytest run inside a test: the repo importable, none of the outer
     run's options (PYTEST_ADDOPTS), and a fixed terminal width, since pytest cuts its short
-    summary at the width and a wide CI terminal (COLUMNS) would change what assertions see."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+    summary at the width and a wide CI terminal (COLUMNS) would change what assertions see.
+    CI and BUILD_NUMBER go too: with either set, pytest stops cutting that summary at all."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI", "BUILD_NUMBER")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     env["COLUMNS"] = "100"
     env.update(extra)
