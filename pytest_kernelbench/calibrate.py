@@ -1,6 +1,7 @@
 """Measure the machine's ceilings on the GPUs it is given: per-GPU NVLink bandwidth per direction
 (an SM-driven kernel pulling from every peer at once), HBM bandwidth (device copy), dense bf16
-matrix rate, and small-message latency (a 4-byte peer copy).
+matrix rate, and the one-way latency of a flag written into a peer's memory (a device-initiated
+ping-pong between two GPUs: no host, launch or copy engine in the loop).
 
     python -m pytest_kernelbench.calibrate [--json PATH] [--force]
 
@@ -19,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 from .protocol import child_pythonpath
@@ -43,6 +44,23 @@ extern "C" __global__ void kb_pull(int4* dst, int n, int nsrc,
   }
 }
 """
+
+
+PINGPONG_KERNEL = r"""
+extern "C" __global__ void kb_pingpong(volatile int* mine, volatile int* peer, int iters, int first,
+                                       int spin_limit, int* status) {
+  // one thread per GPU: `first` writes i into the peer's flag and waits for i in its own, the
+  // other answers; a lost partner ends the loop after spin_limit polls instead of hanging
+  for (int i = 1; i <= iters; ++i) {
+    if (first) { *peer = i; __threadfence_system(); }
+    int spins = 0;
+    while (*mine < i) { if (++spins > spin_limit) { status[0] = -i; return; } }
+    if (!first) { *peer = i; __threadfence_system(); }
+  }
+  status[0] = iters;
+}
+"""
+CALIBRATION_VERSION = 2     # 2: latency from the device ping-pong (1 timed a host-issued copy)
 
 
 def _median(xs: Iterable[float]) -> float:
@@ -124,22 +142,44 @@ def _links(torch: ModuleType, n_gpu: int, repeats: int) -> dict:
         pull_all()
         times.append(time.perf_counter() - t0)
     link_bw = (n_gpu - 1) * per_peer / _median(times)
-    # small-message latency: a 4-byte peer copy, averaged
-    a, b = torch.zeros(1, device=devs[0]), torch.zeros(1, device=devs[1])
-    b.copy_(a)
-    torch.cuda.synchronize(devs[0])
-    k = 1000
-    t0 = time.perf_counter()
-    for _ in range(k):
-        b.copy_(a)
-    torch.cuda.synchronize(devs[0])
-    torch.cuda.synchronize(devs[1])
-    return {"link_bw": link_bw, "latency_s": (time.perf_counter() - t0) / k}
+    return {"link_bw": link_bw, "latency_s": pingpong_latency(torch, devs[0], devs[1])}
+
+
+def pingpong_latency(torch: ModuleType, a: Any, b: Any, iters: int = 20000, repeats: int = 5) -> float | None:
+    """One-way latency between GPUs a and b: a kernel on each (one thread, its own stream),
+    passing a counter back and forth through flags in each other's memory (peer access, plain
+    stores); the loop's time over 2 x iters, launches amortized over the iterations. a == b runs
+    both on one GPU (a smoke test of the code, not of a link). None when a run did not finish."""
+    sides = [(a, b, 0), (b, a, 1)]       # (device, peer, first): the answering side starts first
+    kernels, streams = [], []
+    for d, _, _ in sides:
+        with torch.cuda.device(d):
+            kernels.append(torch.cuda._compile_kernel(PINGPONG_KERNEL, "kb_pingpong"))
+            streams.append(torch.cuda.Stream(d))
+    best = None
+    for _ in range(repeats):
+        flags = [torch.zeros(1, dtype=torch.int32, device=d) for d, _, _ in sides]
+        status = [torch.zeros(1, dtype=torch.int32, device=d) for d, _, _ in sides]
+        for d, _, _ in sides:
+            torch.cuda.synchronize(d)
+        t0 = time.perf_counter()
+        for i, (d, _, first) in enumerate(sides):
+            with torch.cuda.device(d):
+                kernels[i](grid=(1, 1, 1), block=(1, 1, 1), stream=streams[i],
+                           args=[flags[i], flags[1 - i], iters, first, 1 << 30, status[i]])
+        for d, _, _ in sides:
+            torch.cuda.synchronize(d)
+        elapsed = time.perf_counter() - t0
+        if any(int(st.item()) != iters for st in status):
+            return None
+        one_way = elapsed / (2 * iters)
+        best = one_way if best is None else min(best, one_way)
+    return best
 
 
 def cache_path(machine: dict) -> Path:
     key = json.dumps([[g.get("name") for g in machine.get("gpus", [])], machine.get("driver"),
-                      machine.get("torch"), os.environ.get("CUDA_VISIBLE_DEVICES")])
+                      machine.get("torch"), os.environ.get("CUDA_VISIBLE_DEVICES"), CALIBRATION_VERSION])
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "pytest-kernelbench" / "calibration"
     return base / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
@@ -176,8 +216,10 @@ def ceilings(machine: dict, measured: dict) -> dict:
             sources[k] = "measured"
         elif out[k]:
             sources[k] = pub.get("source", "published")
-    out["source"] = ", ".join(f"{k} {v}" for k, v in sources.items()) or "none"
-    out["latency_s"] = measured.get("latency_s")
+    # the measured ping-pong where there are two GPUs, else the interconnect's typical figure
+    out["latency_s"] = measured.get("latency_s") or pub.get("latency_s")
+    sources["latency_s"] = "measured" if measured.get("latency_s") else pub.get("source", "published")
+    out["source"] = ", ".join(f"{k} {v}" for k, v in sources.items() if out.get(k)) or "none"
     return out
 
 
@@ -188,7 +230,9 @@ def table(machine: dict, measured: dict) -> str:
             ("NVLink per GPU per direction", _gb(measured.get("link_bw")), _gb(pub.get("link_bw"))),
             ("HBM bandwidth", _gb(measured.get("hbm_bw")), _gb(pub.get("hbm_bw"))),
             ("dense bf16", _tf(measured.get("peak_flops")), _tf(pub.get("peak_flops"))),
-            ("small-message latency", f"{measured['latency_s'] * 1e6:.1f} us" if measured.get("latency_s") else "-", "-")]
+            ("one-way peer latency (device ping-pong)",
+             f"{measured['latency_s'] * 1e6:.2f} us" if measured.get("latency_s") else "-",
+             f"{pub['latency_s'] * 1e6:.2f} us" if pub.get("latency_s") else "-")]
     w = [max(len(r[i]) for r in rows) for i in range(3)]
     return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(r)) for r in rows)
 

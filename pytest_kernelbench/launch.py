@@ -1,7 +1,8 @@
-"""Run one job under torchrun with a deadline, and leave no process behind.
+"""Run one job's ranks with a deadline, and leave no process behind.
 
-torchrun starts every rank in its own session, so killing torchrun's process group alone orphans
-the ranks. Every process of a job carries KB_JOB_TOKEN in its environment; on the way out we
+The ranks come from the rank server (rankserver.py: forked from a process that has imported
+torch, the default) or from torchrun (`--kb-launcher=torchrun`). Either way every rank runs in
+its own session, so killing one process group alone orphans the ranks. Every process of a job carries KB_JOB_TOKEN in its environment; on the way out we
 kill, by pid, every process that has the token, belongs to a session we saw in the job's tree,
 or descends from one of those, and check again until none is left. The launching process is a
 child subreaper (Linux), so a daemon that double-forks, calls setsid and drops its environment
@@ -29,6 +30,7 @@ from pathlib import Path
 from .outcome import LaunchOutcome, classify, deadline_message, logs_tail, read_phases, setup_phase
 from .procs import ProcessHunter, become_subreaper, die_with_parent
 from .protocol import JobLayout, JobSpec, child_pythonpath
+from .rankserver import ForkedRanks, RankServer, RankServerError
 from .safety import MULTICAST_OFF
 
 LOG_LIMIT_BYTES = int(os.environ.get("KB_LOG_LIMIT_BYTES") or 8 << 20)   # per rank log
@@ -95,8 +97,10 @@ def cap_logs(job_dir: Path, limit: int = LOG_LIMIT_BYTES) -> list[str]:
 
 
 def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: float, compile_timeout_s: float = 600.0,
-            cuda_devices: list[int] | None = None, extensions_dir: str | None = None) -> LaunchOutcome:
-    """Write job.json, run torchrun, wait under the deadline, classify what happened."""
+            cuda_devices: list[int] | None = None, extensions_dir: str | None = None,
+            server: RankServer | None = None) -> LaunchOutcome:
+    """Write job.json, start the ranks (forked by `server`, else torchrun), wait under the
+    deadline, classify what happened."""
     job_dir = Path(job_dir)
     (job_dir / "logs").mkdir(parents=True, exist_ok=True)
     cwd = job_dir / "cwd"
@@ -115,13 +119,23 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     # and go with it, instead of piling up in /tmp
     (job_dir / "tmp").mkdir(exist_ok=True)
     env["TMPDIR"] = str(job_dir / "tmp")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-           "--max-restarts=0", "--monitor-interval=0.1", "-m", "pytest_kernelbench.worker", str(job_dir)]
     t0 = time.monotonic()
-    with open(job_dir / "logs" / "torchrun.log", "ab") as out:
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
-    hunter = ProcessHunter(proc.pid, job.token)
+    proc: subprocess.Popen | ForkedRanks
+    if server is not None:
+        try:
+            proc = ForkedRanks(server, job_dir, nproc, env, cwd)
+        except RankServerError as e:
+            (job_dir / "secret").unlink(missing_ok=True)
+            return LaunchOutcome("error", "harness_error", f"could not start the ranks: {e}",
+                                 wall_s=time.monotonic() - t0, log_tail=logs_tail(job_dir))
+        hunter = ProcessHunter(list(proc.pids.values()), job.token, ignore={server.pid} if server.pid else None)
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+               "--max-restarts=0", "--monitor-interval=0.1", "-m", "pytest_kernelbench.worker", str(job_dir)]
+        with open(job_dir / "logs" / "torchrun.log", "ab") as out:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
+        hunter = ProcessHunter(proc.pid, job.token)
     try:
         timed_out, compile_s, truncated = _wait(proc, hunter, job_dir, t0, timeout_s, compile_timeout_s)
     except BaseException:
@@ -133,6 +147,8 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     if timed_out:
         killed = hunter.kill_all()
         proc.wait(timeout=10)
+        if server is not None:
+            server.check()
         shutil.rmtree(job_dir / "tmp", ignore_errors=True)
         (job_dir / "secret").unlink(missing_ok=True)
         outcome = LaunchOutcome("failed", "timeout", deadline_message(timed_out, job_dir, phases, job.candidate_path),
@@ -141,9 +157,12 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
                                 log_tail=logs_tail(job_dir))
         return _check_tree(outcome, protected, own, tree_before, job_dir)
     killed = hunter.kill_all(grace_s=0.0, terminate_root=False)   # strays a candidate left behind (children, daemons)
+    if server is not None:
+        server.check()    # a zygote a candidate stopped or killed is replaced before the next item
     shutil.rmtree(job_dir / "tmp", ignore_errors=True)
     (job_dir / "secret").unlink(missing_ok=True)
-    outcome = classify(job_dir, job.token, nproc, proc.returncode, key, job.candidate_path)
+    rc = proc.returncode if proc.returncode is not None else -1
+    outcome = classify(job_dir, job.token, nproc, rc, key, job.candidate_path)
     outcome.wall_s, outcome.compile_s, outcome.rank_phases, outcome.killed = wall, compile_s, phases, killed
     if truncated:
         outcome.message += f" [log truncated: {', '.join(sorted(truncated))} exceeded {_size(LOG_LIMIT_BYTES)}]"
@@ -176,12 +195,12 @@ def _check_tree(outcome: LaunchOutcome, protected: list[str], own: Path | None, 
     return outcome
 
 
-def _wait(proc: subprocess.Popen, hunter: ProcessHunter, job_dir: Path, t0: float, timeout_s: float,
+def _wait(proc: subprocess.Popen | ForkedRanks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout_s: float,
           compile_timeout_s: float):
     compile_s, last, last_scan, truncated = 0.0, t0, 0.0, set()
     timed_out = None
     while proc.poll() is None:
-        time.sleep(0.1)
+        time.sleep(0.05)
         now = time.monotonic()
         phases = read_phases(job_dir)
         if any(setup_phase(p) for p in phases.values()):
@@ -216,6 +235,14 @@ def _env(token: str, cuda_devices: list[int] | None, extensions_dir: str | None,
     if extensions_dir:
         env["TORCH_EXTENSIONS_DIR"] = extensions_dir
     return env
+
+
+def rank_server(extensions_dir: str | None = None) -> RankServer:
+    """A rank server whose zygote has the ranks' environment but no job's token or GPUs (each
+    forked rank gets its job's, see _env)."""
+    env = _env("", None, extensions_dir)
+    env.pop("KB_JOB_TOKEN")
+    return RankServer(env)
 
 
 def remove_job_dir(job_dir: Path):

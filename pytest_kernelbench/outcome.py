@@ -1,7 +1,8 @@
-"""What a finished job means: the outcome of one torchrun job read from its folder.
+"""What a finished job means: the outcome of one job read from its folder.
 
-A trusted result (torchrun exited 0, every rank's done-file signed) is the worker's verdict;
-otherwise the ranks' error files, heartbeats, logs and torchrun's exit summary are read to find
+A trusted result (every rank exited 0, every rank's done-file signed) is the worker's verdict;
+otherwise the ranks' error files, heartbeats, logs and the exit codes (the rank server's
+logs/exits.json, or torchrun's exit summary) are read to find
 the root cause: the rank that died, raised, or stopped progressing, named with its phase and
 where it was, its peers after it. Log excerpts are made here only, without C++ frame dumps.
 """
@@ -283,19 +284,31 @@ def _root_cause(torchrun_log: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def failed_exits(job_dir: Path, torchrun_log: str) -> tuple[dict[int, int], int | None]:
+    """The ranks that exited non-zero (-N: killed by signal N) and the first of them: the rank
+    server's logs/exits.json, else torchrun's failure summary (the same facts)."""
+    try:
+        data = json.loads((job_dir / "logs" / "exits.json").read_text())
+        exits = {int(r): int(c) for r, c in data["exits"].items() if int(c) != 0}
+        return exits, data.get("root_cause")
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return {int(r): int(c) for r, c in _RANK_EXIT.findall(torchrun_log)}, _root_cause(torchrun_log)
+
+
 def _rank_states(job_dir: Path, candidate_path: str | None, nproc: int, errors: list,
                  torchrun_log: str = "") -> dict[int, dict]:
     beats = read_heartbeats(job_dir)
     by_rank: dict[int, dict] = {}
     for e in errors:
         by_rank.setdefault(e["rank"], e)
-    exits = dict((r, c) for r, c in _RANK_EXIT.findall(torchrun_log)) if torchrun_log else {}
+    exits, _ = failed_exits(job_dir, torchrun_log)
     states = {}
     for r in range(nproc):
         log = tail(job_dir / "logs" / f"rank{r}.log", 20000)
         t, phase = beats.get(r, (0.0, ""))
         states[r] = {"rank": r, "t": t, "phase": phase, "error": by_rank.get(r),
-                     "exit": int(exits[str(r)]) if str(r) in exits else None,
+                     "exit": exits.get(r),
                      "watchdog": watchdog_line(log), "at": stopped_at(log, candidate_path)}
     return states
 
@@ -367,7 +380,7 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
     torchrun_log = tail(job_dir / "logs" / "torchrun.log", 20000)
     states = _rank_states(job_dir, candidate_path, nproc, errors, torchrun_log)
     summary = any(st["exit"] is not None for st in states.values())
-    root = _root_cause(torchrun_log)
+    _, root = failed_exits(job_dir, torchrun_log)
     stop_codes = (-signal.SIGTERM, -signal.SIGKILL)
 
     def others(r: int, with_error: bool = True) -> str:
@@ -427,7 +440,7 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
                              returncode=rc, log_tail=logs_tail(job_dir, {r}))
     missing = sorted(set(range(nproc)) - done)
     if rc == 0:
-        return LaunchOutcome("failed", "crash", f"torchrun exited 0 but rank(s) {missing} never finished the "
+        return LaunchOutcome("failed", "crash", f"every rank exited 0 but rank(s) {missing} never finished the "
                              "protocol (exited early?)", returncode=rc, log_tail=logs_tail(job_dir))
-    return LaunchOutcome("failed", "crash", f"torchrun exited with {rc}; rank(s) {missing} did not finish",
+    return LaunchOutcome("failed", "crash", f"the job exited with {rc}; rank(s) {missing} did not finish",
                          returncode=rc, log_tail=clean_log(torchrun_log)[-TAIL_CHARS:] + logs_tail(job_dir))

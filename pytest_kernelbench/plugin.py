@@ -37,7 +37,9 @@ OPTIONS = [
     ("device", str, "auto", "auto | cpu | cuda"),
     ("nproc", int, None, "world size (default: the largest valid one that fits)"),
     ("cpu-ranks", int, 4, "most ranks to start for a CPU (gloo) item"),
-    ("timeout", float, None, "deadline in seconds for one item's torchrun job (default: problem.yaml timeout_s, else 300)"),
+    ("launcher", str, "fork", "fork | torchrun: how a job's ranks start (fork: from a rank server that has imported "
+     "torch, a fresh process per rank of each item; torchrun: torch.distributed.run per item)"),
+    ("timeout", float, None, "deadline in seconds for one item's job (default: problem.yaml timeout_s, else 300)"),
     ("compile-timeout", float, JobSpec.compile_timeout_s, "cap in seconds on importing/compiling a candidate and on its first call of "
      "each size (setup: JIT compiles, rendezvous); not counted in --kb-timeout"),
     ("pg-timeout", float, JobSpec.pg_timeout_s, "process-group timeout in seconds inside a job (short, so hangs surface fast; "
@@ -115,6 +117,8 @@ def settings_from(config: pytest.Config) -> Settings:
         raise pytest.UsageError(f"--kb-device={v['device']!r}: expected auto, cpu or cuda")
     if v["calibrate"] not in ("auto", "off", "force"):
         raise pytest.UsageError(f"--kb-calibrate={v['calibrate']!r}: expected auto, off or force")
+    if v["launcher"] not in ("fork", "torchrun"):
+        raise pytest.UsageError(f"--kb-launcher={v['launcher']!r}: expected fork or torchrun")
     if v["timing"] not in ("on", "off"):
         raise pytest.UsageError(f"--kb-timing={v['timing']!r}: expected on or off")
     if v["resume"]:
@@ -145,17 +149,10 @@ def settings_from(config: pytest.Config) -> Settings:
             raise pytest.UsageError(str(e)) from None
     if v["allow-multicast"] and not hardware.multicast_supported():
         raise pytest.UsageError("--kb-allow-multicast: this machine reports no NVLink multicast support")
-    return Settings(candidate=v["candidate"], solutions=v["solutions"], device=v["device"], nproc=v["nproc"],
-                    cpu_ranks=v["cpu-ranks"], timeout=v["timeout"], compile_timeout=v["compile-timeout"],
-                    pg_timeout=v["pg-timeout"], sizes=v["sizes"].split(",") if v["sizes"] else None,
-                    trials=v["trials"], timing=v["timing"] == "on", timing_rounds=v["timing-rounds"],
-                    seed=v["seed"], allow_multicast=v["allow-multicast"], exclusive=v["exclusive"],
-                    keep_jobs=v["keep-jobs"], report=v["report"], resume=v["resume"],
-                    calibrate=v["calibrate"], model=v["model"], samples=v["samples"], rounds=v["rounds"],
-                    temperature=v["temperature"], max_tokens=v["max-tokens"], api_base=v["api-base"],
-                    max_cost=v["max-cost"], print_prompt=v["print-prompt"], regenerate=v["regenerate"],
-                    request_timeout=v["request-timeout"], retries=v["retries"], cache_dir=v["cache-dir"],
-                    compare=v["compare"], compare_fail=v["compare-fail"], pkb=v["pkb"], pkb_backend=v["pkb-backend"])
+    # every option is the Settings field of the same name; two are parsed on the way
+    fields = {name.replace("-", "_"): value for name, value in v.items()}
+    fields.update(sizes=v["sizes"].split(",") if v["sizes"] else None, timing=v["timing"] == "on")
+    return Settings(**fields)
 
 
 def _check_compare(v: dict):

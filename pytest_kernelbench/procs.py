@@ -46,17 +46,21 @@ def _pids():
 class ProcessHunter:
     """Remembers the job's processes and sessions while it runs; kills all of them at the end."""
 
-    def __init__(self, root_pid: int, token: str):
-        self.root = root_pid
+    def __init__(self, roots: int | list[int], token: str, ignore: set[int] | None = None):
+        """`roots`: torchrun's pid, or the ranks' pids when the rank server forked them (each in its
+        own session); `ignore`: our own long-lived children (the rank server), never the job's."""
+        self.agent = isinstance(roots, int)    # torchrun: stopping it stops the ranks
+        self.roots = {roots} if isinstance(roots, int) else set(roots)
+        self.ignore = set(ignore or ())
         self.token = f"KB_JOB_TOKEN={token}".encode()
-        self.known: set[int] = {root_pid}
-        self.sessions: set[int] = {root_pid}
-        root_stat = _proc_stat(root_pid)
-        self.started = root_stat[2] if root_stat else 0
+        self.known: set[int] = set(self.roots)
+        self.sessions: set[int] = set(self.roots)
+        starts = [st[2] for p in self.roots if (st := _proc_stat(p))]
+        self.started = min(starts) if starts else 0
 
     def scan(self) -> set[int]:
         me = os.getpid()
-        stats = {pid: st for pid in _pids() if pid != me and (st := _proc_stat(pid))}
+        stats = {pid: st for pid in _pids() if pid != me and pid not in self.ignore and (st := _proc_stat(pid))}
         found = set()
         changed = True
         while changed:
@@ -64,24 +68,26 @@ class ProcessHunter:
             for pid, (ppid, sid, start) in stats.items():
                 if pid in found:
                     continue
-                orphan = ppid == me and pid != self.root and start >= self.started and _SUBREAPER[0]
+                orphan = ppid == me and pid not in self.roots and start >= self.started and _SUBREAPER[0]
                 if pid in self.known or ppid in found or ppid in self.known or sid in self.sessions \
                         or orphan or _has_token(pid, self.token):
                     found.add(pid)
                     changed = True
-        alive = {p for p in found if _alive(p)}
-        self.known |= alive
-        self.sessions |= {stats[p][1] for p in alive if p in stats and stats[p][1] != os.getsid(0)}
-        return alive
+        living = {p for p in found if alive(p)}
+        self.known |= living
+        self.sessions |= {stats[p][1] for p in living if p in stats and stats[p][1] != os.getsid(0)}
+        return living
 
     def kill_all(self, grace_s: float = 3.0, terminate_root: bool = True) -> list[int]:
-        """SIGTERM torchrun (it cleans its ranks up), then SIGKILL whatever is left, until none is."""
-        if terminate_root:
-            _signal(self.root, signal.SIGTERM)
-        else:
-            self.known.discard(self.root)   # already reaped: its pid may be reused
+        """SIGTERM the roots (torchrun then stops its ranks; forked ranks dump their stacks), then
+        SIGKILL whatever is left, until none is."""
+        for root in self.roots:
+            if terminate_root:
+                _signal(root, signal.SIGTERM)
+            else:
+                self.known.discard(root)   # already reaped: its pid may be reused
         end = time.monotonic() + grace_s
-        while time.monotonic() < end and self.scan() - {self.root}:
+        while time.monotonic() < end and self.scan() - (self.roots if self.agent else set()):
             time.sleep(0.1)
         killed = []
         for _ in range(50):
@@ -101,7 +107,7 @@ class ProcessHunter:
         me = os.getpid()
         for pid in _pids():
             st = _proc_stat(pid)
-            if st and st[0] == me and pid != self.root and st[2] >= self.started:
+            if st and st[0] == me and pid not in self.roots and pid not in self.ignore and st[2] >= self.started:
                 try:
                     os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:
@@ -121,7 +127,7 @@ def become_subreaper() -> bool:
     return _SUBREAPER[0]
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"

@@ -78,14 +78,18 @@ class TimingSpec:
     l2_bytes: int = 0            # 0: the device's L2 size (timing input sets span 3x L2)
     max_sets: int = 64
     set_budget_bytes: int = 8 << 30
+    # more rounds, in pairs, while the paired speedup's noise band (metrics.median_band) is wider
+    # than +-band_target around its median, up to max_rounds (0: exactly `rounds`)
+    band_target: float = 0.03
+    max_rounds: int = 0
 
     @classmethod
     def for_device(cls, device: str, enabled: bool = True, rounds: int | None = None) -> "TimingSpec":
         # CPU runs check the protocol's logic (gloo numbers are not speed); GPU runs are the real thing
-        base = cls(rounds=6, warmup=2, round_s=0.01, max_iters=200) if device == "cpu" else cls()
+        base = cls(rounds=6, warmup=2, round_s=0.01, max_iters=200) if device == "cpu" else cls(max_rounds=64)
         base.enabled = enabled
-        if rounds:
-            base.rounds = rounds
+        if rounds:    # a count the user asked for is what runs
+            base.rounds, base.max_rounds = rounds, 0
         return base
 
 

@@ -1,6 +1,12 @@
 """The communication-aware roofline: harness.cost() work over the machine's ceilings.
 
-t_roof = max(link_bytes / link_bw, hbm_bytes / hbm_bw, flops / peak_flops), per GPU.
+    t_roof = max(messages x latency + link_bytes / link_bw, hbm_bytes / hbm_bw, flops / peak_flops)
+
+per GPU. `messages` is the number of dependent communication steps the problem needs at the
+least (cost() gives it where that is more than one, e.g. a count exchange before the payload;
+any problem that moves link bytes needs one); `latency` is the one-way latency of a flag written
+to a peer's memory, measured by a device-initiated ping-pong (calibrate.py), else the published
+figure. Without the latency term a latency-bound problem read 0-2 % whatever its kernel did.
 roofline fraction = t_roof / t_measured; above SUSPECT it is faster than physics allows, which
 means a cheat or a wrong cost model, and is flagged.
 """
@@ -11,16 +17,50 @@ from .metrics import geomean
 SUSPECT = 1.05
 
 
-def roof_time(cost: dict, ceilings: dict) -> float | None:
-    """Seconds; None when the machine has no ceilings (CPU runs)."""
-    if not ceilings:
-        return None
-    terms = []
-    for work, ceiling in (("link_bytes", "link_bw"), ("hbm_bytes", "hbm_bw"), ("flops", "peak_flops")):
+def messages(cost: dict) -> float:
+    """Dependent communication steps: cost()'s figure, else one wherever bytes cross a link."""
+    given = cost.get("messages")
+    if given is not None:
+        return float(given)
+    return 1.0 if float(cost.get("link_bytes", 0) or 0) > 0 else 0.0
+
+
+def roof_terms(cost: dict, ceilings: dict) -> dict[str, float]:
+    """Each bound in seconds: latency (messages x latency), link (bytes / bandwidth), hbm, flops;
+    only those the cost and the machine's ceilings both give."""
+    terms: dict[str, float] = {}
+    lat, msgs = ceilings.get("latency_s"), messages(cost)
+    if lat and msgs > 0:
+        terms["latency"] = msgs * float(lat)
+    for name, work, ceiling in (("link", "link_bytes", "link_bw"), ("hbm", "hbm_bytes", "hbm_bw"),
+                                ("flops", "flops", "peak_flops")):
         w, c = float(cost.get(work, 0) or 0), ceilings.get(ceiling)
         if w > 0 and c:
-            terms.append(w / c)
-    return max(terms) if terms else None
+            terms[name] = w / c
+    return terms
+
+
+def roof_time(cost: dict, ceilings: dict) -> float | None:
+    """Seconds; None when the machine has no ceilings (CPU runs). Latency and link time add up
+    (a message's first byte arrives after the latency, its last after the bytes); the rest overlap."""
+    if not ceilings:
+        return None
+    terms = roof_terms(cost, ceilings)
+    comm = terms.get("latency", 0.0) + terms.get("link", 0.0)
+    bounds = [t for t in (comm, terms.get("hbm"), terms.get("flops")) if t]
+    return max(bounds) if bounds else None
+
+
+def bound(cost: dict, ceilings: dict) -> str | None:
+    """What limits the size: latency, link, hbm or flops (the largest term of t_roof; for the
+    communication sum, whichever of its two parts is larger)."""
+    terms = roof_terms(cost, ceilings)
+    if not terms:
+        return None
+    comm = terms.get("latency", 0.0) + terms.get("link", 0.0)
+    if comm >= max(terms.get("hbm", 0.0), terms.get("flops", 0.0)):
+        return "latency" if terms.get("latency", 0.0) >= terms.get("link", 0.0) else "link"
+    return "hbm" if terms.get("hbm", 0.0) >= terms.get("flops", 0.0) else "flops"
 
 
 def fraction(t_roof: float | None, t: float | None) -> float | None:
@@ -30,13 +70,15 @@ def fraction(t_roof: float | None, t: float | None) -> float | None:
 
 
 def annotate(sizes: list[dict], ceilings: dict) -> dict:
-    """Add roof_s and roofline fractions to each size record (which carries 'cost' and 'timing');
-    return the per-item GM fractions and the suspect flag."""
+    """Add roof_s, its bound and the roofline fractions to each size record (which carries 'cost'
+    and 'timing'); return the per-item GM fractions and the suspect flag."""
     ref_f, cand_f, suspect = [], [], False
     for s in sizes:
-        t_roof = roof_time(s.get("cost") or {}, ceilings)
+        cost = s.get("cost") or {}
+        t_roof = roof_time(cost, ceilings)
         timing = s.get("timing") or {}
         s["roof_s"] = t_roof
+        s["roof_bound"] = bound(cost, ceilings) if t_roof else None
         fr = fraction(t_roof, (timing.get("reference") or {}).get("median_s"))
         fc = fraction(t_roof, (timing.get("candidate") or {}).get("median_s"))
         s["roofline"] = {"reference": fr, "candidate": fc}

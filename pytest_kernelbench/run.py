@@ -104,6 +104,17 @@ class BenchRun:
                 items[:] = [i for i in items if i.nodeid not in done]
         if not hasattr(config, "workerinput"):          # under xdist the controller checks (plugin.py)
             self.validate([i.stash[KB_PROBLEM] for i in kb if KB_PROBLEM in i.stash])
+        if not config.pluginmanager.hasplugin("dsession") and not config.option.collectonly \
+                and not self.settings.print_prompt:
+            # items run in this process: the rank server imports torch while the first item gets ready
+            try:
+                self.session.rank_server()
+            except Exception:   # noqa: BLE001 - the first item meets the same error and reports it
+                pass
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._session is not None:
+            self._session.close()
 
     def validate(self, problems: list):
         """Option values that no selected problem accepts are a usage error, not a run of skips."""

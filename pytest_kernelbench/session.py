@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from . import hardware, launch, metrics, roofline, safety
 from .gpus import GpuPool
+from .rankserver import RankServer
 from .protocol import JobSpec, TimingSpec
 from .problem import size_names
 
@@ -43,6 +44,7 @@ class Settings:
     device: str = "auto"
     nproc: int | None = None
     cpu_ranks: int = 4
+    launcher: str = "fork"          # fork (rankserver.py) | torchrun
     timeout: float | None = None
     compile_timeout: float = JobSpec.compile_timeout_s
     pg_timeout: float = JobSpec.pg_timeout_s
@@ -106,6 +108,21 @@ class KBSession:
         # native candidates' builds: per machine, shared by xdist workers and runs (native/build.py)
         self.native_dir = os.environ.get("KB_NATIVE_CACHE") or str(cache / "native")
         self.shapes_prefetched = False     # model runs probe every item's input shapes once, up front
+        self._rank_server: RankServer | None = None
+
+    def rank_server(self) -> RankServer | None:
+        """The process that forks every job's ranks (--kb-launcher=fork); started on first call, so
+        calling it ahead of the first item overlaps its torch import with other work."""
+        if self.settings.launcher != "fork":
+            return None
+        if self._rank_server is None:
+            self._rank_server = launch.rank_server(self.extensions_dir)
+        self._rank_server.start()
+        return self._rank_server
+
+    def close(self) -> None:
+        if self._rank_server is not None:
+            self._rank_server.close()
 
     # ---- where an item runs ----------------------------------------------------------------
     def place(self, problem: Problem) -> Placement:
@@ -193,7 +210,7 @@ class KBSession:
         job = self.job(problem, candidate, placement, job_dir, native)
         timeout = self.settings.timeout or problem.timeout_s or DEFAULT_TIMEOUT_S
         kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout, compile_timeout_s=self.settings.compile_timeout,
-                      extensions_dir=self.extensions_dir)
+                      extensions_dir=self.extensions_dir, server=self.rank_server())
         if placement.device == "cuda":
             with self.pool.lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
                 outcome = launch.run_job(job_dir, job, cuda_devices=lease["gpus"], **kwargs)

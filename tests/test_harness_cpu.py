@@ -166,3 +166,29 @@ def test_reports_hold_every_item(judged):
     assert agg["failures"]["timeout"] == 1 and agg["failures"]["mismatch"] == 3
     assert doc["machine"]["cpu_count"] and doc["config"]["nonce"]
     assert "kernelbench" in judged["proc"].stdout and "collective/hangs" in judged["proc"].stdout
+
+
+# ---- the same verdicts when torchrun starts the ranks (--kb-launcher=torchrun) -----------------------
+UNDER_TORCHRUN = ("good", "hangs", "raises_on_rank1", "exits_on_rank1", "wrong_on_rank1")
+
+
+@pytest.fixture(scope="module")
+def judged_torchrun(tmp_path_factory):
+    root = tmp_path_factory.mktemp("harness_torchrun")
+    problems, solutions = make_tree(root, {n: CANDIDATES[n] for n in UNDER_TORCHRUN}, yaml_patch={"forbid": []})
+    proc, doc = run(root, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2", "--kb-launcher=torchrun",
+                    f"--kb-timeout={TIMEOUT_S}", "-n", "2")
+    assert doc is not None, proc.stdout + proc.stderr
+    return {"items": by_problem(doc), "root": root, "doc": doc}
+
+
+def test_fork_and_torchrun_launchers_give_the_same_verdicts(judged, judged_torchrun):
+    assert judged["doc"]["config"]["settings"]["launcher"] == "fork"
+    assert judged_torchrun["doc"]["config"]["settings"]["launcher"] == "torchrun"
+    for name in UNDER_TORCHRUN:
+        fork, torchrun = item(judged, name), item(judged_torchrun, name)
+        assert (fork["outcome"], fork["failure"]) == (torchrun["outcome"], torchrun["failure"]), name
+        first = lambda m: (m or "").split("(")[0].split(":")[0]    # noqa: E731 - who and what, not the details
+        assert first(fork["message"]) == first(torchrun["message"]), (fork["message"], torchrun["message"])
+    assert "exit code 7" in item(judged_torchrun, "exits_on_rank1")["message"]
+    assert not leftover_processes(str(judged_torchrun["root"]))

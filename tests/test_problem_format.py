@@ -36,8 +36,11 @@ def test_problem_folder_format(folder):
     for w in problem.world_sizes:
         for name, cfg in problem.sizes.items():
             cost = h.cost(cfg, w, dtype)
-            assert set(cost) <= {"link_bytes", "hbm_bytes", "flops"}, cost
+            assert set(cost) <= {"link_bytes", "hbm_bytes", "flops", "messages"}, cost
             assert all(v >= 0 for v in cost.values()) and sum(cost.values()) > 0, (name, w, cost)
+            # dependent communication steps: a whole number, and only where bytes cross a link
+            msgs = cost.get("messages")
+            assert msgs is None or (msgs == int(msgs) and (msgs >= 1) == (cost.get("link_bytes", 0) > 0)), cost
             assert cost.get("link_bytes", 0) > 0 or w == 1, f"{name} W={w}: no link bytes"
     tiny = problem.sizes["tiny"]
     w = min(problem.world_sizes)

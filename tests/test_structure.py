@@ -124,7 +124,8 @@ TYPED = ["pytest_kernelbench/protocol.py", "pytest_kernelbench/metrics.py", "pyt
          "pytest_kernelbench/calibrate.py", "pytest_kernelbench/native/scan.py", "pytest_kernelbench/cli/main.py",
          "pytest_kernelbench/cli/plots.py", "pytest_kernelbench/worker/main.py", "pytest_kernelbench/worker/native.py",
          "pytest_kernelbench/worker/guards.py", "pytest_kernelbench/worker/safety.py",
-         "pytest_kernelbench/worker/shield.py", "pytest_kernelbench/worker/tamper.py"]
+         "pytest_kernelbench/worker/shield.py", "pytest_kernelbench/worker/tamper.py",
+         "pytest_kernelbench/rankserver.py", "pytest_kernelbench/worker/zygote.py", "pytest_kernelbench/roofline.py"]
 
 
 def _tool(module: str, *args) -> subprocess.CompletedProcess:

@@ -80,6 +80,36 @@ def test_roofline_takes_the_largest_term_and_flags_suspect_speed():
     assert roofline.annotate(ok, ceilings)["suspect"] is False
 
 
+def test_roofline_latency_term_adds_to_link_time_per_dependent_message():
+    c = {"link_bw": 100.0, "hbm_bw": 1000.0, "peak_flops": 1e6, "latency_s": 0.5}
+    # one message wherever bytes cross a link, unless cost() says how many dependent steps
+    assert roofline.roof_time({"link_bytes": 200}, c) == pytest.approx(0.5 + 2.0)
+    assert roofline.roof_time({"link_bytes": 200, "messages": 4}, c) == pytest.approx(4 * 0.5 + 2.0)
+    assert roofline.roof_time({"hbm_bytes": 1000}, c) == pytest.approx(1.0)     # no link, no latency
+    assert roofline.roof_time({"link_bytes": 1, "hbm_bytes": 5000}, c) == pytest.approx(5.0)
+    assert roofline.bound({"link_bytes": 8, "messages": 3}, c) == "latency"
+    assert roofline.bound({"link_bytes": 800}, c) == "link"
+    assert roofline.bound({"link_bytes": 1, "hbm_bytes": 5000}, c) == "hbm"
+    assert roofline.roof_time({"link_bytes": 200}, {k: v for k, v in c.items() if k != "latency_s"}) == 2.0
+
+
+def test_an_honest_latency_bound_kernel_reads_a_real_fraction_and_is_not_suspect():
+    """A 4-byte flag exchange (grad_accum_loss_average-like): 4 bytes over 450 GB/s is 9 ps, so the
+    bandwidth-only roofline read 0 %; with 1 us of latency per message a 3 us kernel reads 33 %, and
+    a kernel at the latency floor itself (one message, 1.0 us) stays under the suspect line."""
+    c = {"link_bw": 450e9, "hbm_bw": 4.8e12, "peak_flops": 989e12, "latency_s": 1e-6}
+    cost = {"link_bytes": 4, "hbm_bytes": 8, "flops": 1}
+    assert roofline.roof_time(cost, {**c, "latency_s": None}) < 1e-10          # what it read before
+    for t_cand, expect in ((3e-6, 1 / 3), (1.0e-6, 1.0)):
+        sizes = [{"cost": cost, "timing": {"reference": {"median_s": 20e-6}, "candidate": {"median_s": t_cand}}}]
+        out = roofline.annotate(sizes, c)
+        assert sizes[0]["roofline"]["candidate"] == pytest.approx(expect, rel=1e-3)
+        assert sizes[0]["roof_bound"] == "latency" and out["suspect"] is False
+    # below the floor (a cached answer, no message at all) it is flagged
+    sizes = [{"cost": cost, "timing": {"reference": {"median_s": 20e-6}, "candidate": {"median_s": 0.5e-6}}}]
+    assert roofline.annotate(sizes, c)["suspect"] is True
+
+
 # ---- comparison ----------------------------------------------------------------------------
 def test_compare_names_position_and_error():
     exp = torch.zeros(4, 3)
@@ -181,6 +211,50 @@ def test_timing_gives_an_exact_copy_no_edge_from_shared_round_data():
     assert ratio == pytest.approx(1.0)
     for name in ("reference", "candidate"):
         assert max(times[name]) == pytest.approx(min(times[name])), times[name]
+
+
+def _noisy_self_check(jitter, rounds, max_rounds, seed=1):
+    """An exact copy against itself whose every call costs 1 +- jitter (virtual time)."""
+    import random
+    rng = random.Random(seed)
+    clocks = _VirtualClocks()
+
+    def impl(x):
+        clocks.now += 1.0 + rng.uniform(-jitter, jitter)
+
+    spec = TimingSpec(rounds=rounds, warmup=1, round_s=1.0, max_iters=1, band_target=0.03, max_rounds=max_rounds)
+    t = Timing(clocks, lambda v: v, lambda msg: None, spec)
+    measured = t.run("size x", impl, impl, [(0,)], lambda key: None, lambda active: None)
+    timing = {name: summarize([measured["times"][name]]) for name in ("reference", "candidate")}
+    return measured, metrics.size_band(timing)
+
+
+def test_quiet_timing_stops_at_the_base_rounds():
+    measured, band = _noisy_self_check(jitter=0.001, rounds=16, max_rounds=64)
+    assert len(measured["times"]["reference"]) == 16 and measured["band_target"] == 0.03
+    assert 0.97 <= band[0] <= 1.0 <= band[1] <= 1.03
+
+
+def test_noisy_timing_runs_more_rounds_until_the_band_is_inside_the_target():
+    base, base_band = _noisy_self_check(jitter=0.05, rounds=16, max_rounds=16)
+    more, band = _noisy_self_check(jitter=0.05, rounds=16, max_rounds=200)
+    n = len(more["times"]["reference"])
+    assert base_band[1] / base_band[0] > 1.06          # 16 rounds leave a band wider than +-3 %
+    assert 16 < n < 200 and n % 2 == 0 and len(more["times"]["candidate"]) == n
+    assert band[0] >= 0.97 and band[1] <= 1.03, band
+
+
+def test_timing_that_never_settles_stops_at_max_rounds_and_keeps_its_band():
+    measured, band = _noisy_self_check(jitter=0.6, rounds=16, max_rounds=24)
+    assert len(measured["times"]["reference"]) == 24
+    assert band[1] / band[0] > 1.06                     # reported as it is: the verdict reads it
+
+
+def test_a_user_round_count_is_exact_on_gpus_too():
+    spec = TimingSpec.for_device("cuda", rounds=10)
+    assert (spec.rounds, spec.max_rounds) == (10, 0)
+    assert TimingSpec.for_device("cuda").max_rounds > TimingSpec.for_device("cuda").rounds
+    assert TimingSpec.for_device("cpu").max_rounds == 0
 
 
 # ---- GPU lease pool ------------------------------------------------------------------------
@@ -312,7 +386,7 @@ def test_process_hunter_kills_a_setsid_grandchild(tmp_path):
     assert len(found) >= 2
     hunter.kill_all(grace_s=0.5)
     proc.wait(5)
-    assert not {p for p in found if procs._alive(p)}
+    assert not {p for p in found if procs.alive(p)}
 
 
 # ---- calibration cache ---------------------------------------------------------------------

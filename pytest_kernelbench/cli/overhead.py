@@ -8,6 +8,8 @@ overhead (wall minus the timed GPU work).
 """
 from __future__ import annotations
 
+import statistics
+
 HEADER = ("| problem | W | wall s | launch s | setup s | correctness s | timing s | timed GPU work s | "
           "overhead s |")
 
@@ -27,8 +29,20 @@ def rows(doc: dict) -> list[tuple]:
     return out
 
 
+def medians(doc: dict) -> dict[str, float] | None:
+    """The median of each column over the items (None without items that ran)."""
+    found = rows(doc)
+    if not found:
+        return None
+    names = ("wall_s", "launch_s", "setup_s", "correctness_s", "timing_s", "timed_s", "overhead_s")
+    return {n: statistics.median(r[2 + i] for r in found) for i, n in enumerate(names)}
+
+
 def table(doc: dict) -> list[str]:
     lines = [HEADER, "|" + "---|" * 9]
     for r in rows(doc):
         lines.append(f"| {r[0]} | {r[1]} | " + " | ".join(f"{x:.2f}" for x in r[2:]) + " |")
+    med = medians(doc)
+    if med:
+        lines.append(f"| **median of {len(rows(doc))}** | | " + " | ".join(f"{v:.2f}" for v in med.values()) + " |")
     return lines

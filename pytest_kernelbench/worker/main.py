@@ -1,4 +1,5 @@
-"""The rank process: `python -m torch.distributed.run ... -m pytest_kernelbench.worker JOB_DIR`.
+"""The rank process: forked by the rank server (worker/zygote.py) or started by torchrun
+(`python -m torch.distributed.run ... -m pytest_kernelbench.worker JOB_DIR`).
 
 For each size: trials (fresh rank-dependent inputs; the candidate first on one clone, then the
 reference on another, so that no reference output exists while candidate code runs; compare),
@@ -120,7 +121,10 @@ class Rank:
             self.device = torch.device("cpu")
             backend = "gloo"
         timeout = datetime.timedelta(seconds=float(job.pg_timeout_s))
-        kwargs = {"device_id": self.device} if backend == "nccl" else {}
+        kwargs: dict[str, Any] = {"device_id": self.device} if backend == "nccl" else {}
+        if os.environ.get("KB_RENDEZVOUS"):    # forked by the rank server: no torchrun store to join
+            kwargs.update(store=rendezvous_store(os.environ["KB_RENDEZVOUS"], self.rank, self.world, timeout),
+                          rank=self.rank, world_size=self.world)
         dist.init_process_group(backend, timeout=timeout, **kwargs)
         self.dtype = getattr(torch, job.dtype)
         self.files.heartbeat("load harness and reference")
@@ -432,7 +436,7 @@ class Rank:
         timing = {name: summarize([v["times"][name] for v in everyone]) for name in ("reference", "candidate")}
         for name in timing:
             timing[name]["iters"] = measured["iters"][name]
-        record["timing"] = {**timing, "sets": n_sets, "set_bytes": set_bytes}
+        record["timing"] = {**timing, "sets": n_sets, "set_bytes": set_bytes, "band_target": measured["band_target"]}
         # rounds of the two sides were interleaved, so the median of per-round ratios cancels drift
         # that a ratio of separate medians keeps; its confidence interval is the size's noise band
         record["speedup_of_medians"] = timing["reference"]["median_s"] / max(timing["candidate"]["median_s"], 1e-12)
@@ -490,6 +494,30 @@ class Rank:
         self.finish()
 
 
+def rendezvous_store(path: str, rank: int, world: int, timeout: datetime.timedelta) -> Any:
+    """Rank 0 serves a TCPStore on a port the OS picks (no race for a free port) and publishes it
+    in `path`; the other ranks wait for the file and join."""
+    from torch.distributed import TCPStore
+    if rank == 0:
+        store = TCPStore("127.0.0.1", 0, world, True, timeout=timeout, wait_for_workers=False)
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            f.write(str(store.port))
+        os.replace(tmp, path)
+        return store
+    end = time.monotonic() + timeout.total_seconds()
+    while True:
+        try:
+            with open(path) as f:
+                port = int(f.read())
+            break
+        except (OSError, ValueError):
+            if time.monotonic() > end:
+                raise TimeoutError(f"rank 0 did not publish its store within {timeout.total_seconds():.0f} s") from None
+            time.sleep(0.005)
+    return TCPStore("127.0.0.1", port, world, False, timeout=timeout)
+
+
 def _takes(fn: Any, name: str) -> bool:
     import inspect
     try:
@@ -501,7 +529,7 @@ def _takes(fn: Any, name: str) -> bool:
 def main(argv: list[str] | None = None) -> NoReturn:
     argv = sys.argv[1:] if argv is None else argv
     from ..procs import die_with_parent
-    die_with_parent()   # a rank never outlives its torchrun
+    die_with_parent()   # a rank never outlives its launcher (the zygote or torchrun)
     # stopped by torchrun or the launcher (SIGTERM): dump every thread's Python stack to fd 2 (the
     # rank's log, once redirected) before dying of the signal, so the launcher can say where a
     # rank that stopped progressing was (outcome.stopped_at)

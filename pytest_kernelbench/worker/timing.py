@@ -11,6 +11,9 @@ device-wide synchronize, start event, `iters` calls cycling over the sets, devic
 synchronize (so side-stream and thread work is inside the window), end event. A rank's round
 time is per call; the job's round time is the max over ranks; the reported time is the median
 over rounds. Every decision that changes the number of collective calls is agreed across ranks.
+Where the paired speedup's noise band (the median's confidence interval over round pairs) is
+wider than +-band_target, rounds continue in pairs up to max_rounds; the band that remains is
+reported and the verdict uses it.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import statistics
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ..metrics import median_band
 from ..protocol import TimingSpec
 
 if TYPE_CHECKING:
@@ -38,6 +42,8 @@ class Timing:
         self.round_s = float(cfg.round_s)
         self.max_iters = int(cfg.max_iters)
         self.thread_wait_s = float(cfg.thread_wait_s)
+        self.band_target = float(cfg.band_target)
+        self.max_rounds = max(self.rounds, int(cfg.max_rounds))
 
     def _round(self, fn: Callable, sets: list, iters: int) -> tuple[float, list[str]]:
         c = self.clocks
@@ -75,12 +81,15 @@ class Timing:
             per_call = self.agree_max(per_call)
             iters[name] = max(1, min(self.max_iters, math.ceil(self.round_s / max(per_call, 1e-9))))
         times: dict[str, list[float]] = {name: [] for name in impls}
-        leftovers = []
-        for r in range(self.rounds):
+        agreed: dict[str, list[float]] = {name: [] for name in impls}   # the job's round times
+        adaptive = self.max_rounds > self.rounds
+        leftovers: list[str] = []
+        r = 0
+        while r < self.rounds or (adaptive and r < self.max_rounds and (r % 2 or not self.settled(agreed))):
             order = ("reference", "candidate") if r % 2 == 0 else ("candidate", "reference")
             for name in order:
                 refill(2 * r + (name == "candidate"))
-                self.heartbeat(f"{phase}, timing round {r + 1}/{self.rounds}, {name}")
+                self.heartbeat(f"{phase}, timing round {r + 1}/{self.rounds if r < self.rounds else self.max_rounds}, {name}")
                 on_candidate_round(name == "candidate")
                 try:
                     t, left = self._round(impls[name], sets, iters[name])
@@ -89,7 +98,20 @@ class Timing:
                 if left and name == "candidate":
                     leftovers = left
                 times[name].append(t)
-        return {"iters": iters, "times": times, "leftover_threads": leftovers}
+                if adaptive:     # every rank decides on the same (max over ranks) times
+                    agreed[name].append(self.agree_max(t))
+            r += 1
+        return {"iters": iters, "times": times, "leftover_threads": leftovers,
+                "band_target": self.band_target if adaptive else None}
+
+    def settled(self, agreed: dict[str, list[float]]) -> bool:
+        """The paired speedup's noise band lies within +-band_target of its median."""
+        ratios = [a / b for a, b in zip(agreed["reference"], agreed["candidate"]) if a > 0 and b > 0]
+        band = median_band(ratios)
+        if not band or not ratios:
+            return False
+        mid = statistics.median(ratios)
+        return band[0] >= mid * (1 - self.band_target) and band[1] <= mid * (1 + self.band_target)
 
 
 def summarize(per_rank_times: list[list[float]]) -> dict:

@@ -29,4 +29,5 @@ def cost(size, world_size, dtype):
         "hbm_bytes": 2 * local * h * f * el + 2 * t * h * el + t * e * 4,
         # on average T*K pairs per rank, two GEMMs each
         "flops": 4 * t * k * h * f,
+        "messages": 2,               # dispatch, then the combine of the experts' outputs
     }

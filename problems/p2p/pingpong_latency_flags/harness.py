@@ -16,7 +16,8 @@ def cost(size, world_size, dtype):
     b = size["rounds"] * size["msg"] * e              # one direction of one rank, all rounds
     return {"link_bytes": b,                         # this rank's messages to its partner
             "hbm_bytes": 4 * b,                      # read x, write y, the partner's writes into the inbox, read it
-            "flops": size["rounds"] * size["msg"]}   # one add per element per round
+            "flops": size["rounds"] * size["msg"],   # one add per element per round
+            "messages": 2 * size["rounds"]}          # every round trip waits for the one before
 
 
 # ---- glue (hidden): one IPC buffer per rank (flags + inbox), mapped into the partner ------------------

@@ -24,4 +24,5 @@ def cost(size, world_size, dtype):
         "link_bytes": (2 if w > 2 else 1) * a,
         "hbm_bytes": 4 * a,          # read inputs and gradients, write ys and dxs
         "flops": 3 * m * n * h,      # relu + add, mask multiply
+        "messages": 2 * (w - 1),     # a microbatch through every stage and its gradient back
     }

@@ -14,4 +14,5 @@ def cost(size, world_size, dtype):
         "link_bytes": (w - 1) / w * n * e,   # expected share of keys that leave this rank
         "hbm_bytes": 2 * n * e,              # read keys, write the (expected n) bucket
         "flops": 0,                          # comparisons, not flops
+        "messages": 2,                       # samples for the splitters, then the keys they route
     }

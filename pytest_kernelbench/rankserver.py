@@ -1,0 +1,244 @@
+"""Rank processes without torchrun: a long-lived zygote (worker/zygote.py) that has imported torch
+forks each rank of each job, so an item no longer pays for three interpreter starts and torch
+imports (torchrun's agent and every rank).
+
+`RankServer` owns the zygote (one per pytest process, started on first use or ahead of the first
+item); `ForkedRanks` is one job's ranks, with the slice of subprocess.Popen that launch.py uses
+(poll, wait, returncode), and torchrun's teardown: when a rank fails, the others are stopped with
+SIGTERM (their stacks go to their logs) and the exit codes are written as logs/exits.json, the
+same facts as torchrun's failure summary (outcome.py reads either).
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .procs import alive, die_with_parent
+
+START_TIMEOUT_S = 120.0      # importing torch on a loaded machine
+SPAWN_TIMEOUT_S = 30.0
+STOP_GRACE_S = 5.0           # after a rank fails, how long the others get to die of SIGTERM
+
+
+class RankServerError(RuntimeError):
+    """The zygote did not start or stopped answering (it is restarted on the next job)."""
+
+
+class RankServer:
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+        self._log = tempfile.TemporaryFile()     # the zygote's stderr: why it could not start
+        self.proc: subprocess.Popen | None = None
+        self._secret = secrets.token_hex(16)
+        self._replies: queue.Queue = queue.Queue()
+        self._exits: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._ids = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> None:
+        """Start the zygote without waiting for its torch import (spawn waits for it)."""
+        if self.alive():
+            return
+        self.close()
+        self._secret, self._replies, self._exits = secrets.token_hex(16), queue.Queue(), {}
+        self._log.seek(0)
+        self._log.truncate()
+        self.proc = subprocess.Popen([sys.executable, "-m", "pytest_kernelbench.worker.zygote"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                     env=self.env, cwd="/", preexec_fn=die_with_parent, bufsize=0)
+        threading.Thread(target=self._read, args=(self.proc,), daemon=True, name="kb-rankserver").start()
+        self._send({"secret": self._secret})
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if "exit" in msg:
+                with self._lock:
+                    self._exits[int(msg["exit"])] = int(msg["code"])
+            else:
+                self._replies.put(msg)
+        self._replies.put(None)
+
+    def _send(self, msg: dict) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        # the leading newline ends whatever a rank may have written into this pipe (see zygote.py)
+        self.proc.stdin.write(b"\n" + json.dumps(msg).encode() + b"\n")
+
+    def _reply(self, timeout: float, want: str) -> dict:
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                msg = self._replies.get(timeout=max(0.0, end - time.monotonic()))
+            except queue.Empty:
+                raise RankServerError(f"the rank server did not answer within {timeout:.0f} s") from None
+            if msg is None:
+                code = self.proc.wait() if self.proc else None
+                raise RankServerError(f"the rank server exited (code {code}){self._stderr_tail()}")
+            if want in msg or "error" in msg:
+                return msg
+
+    def ready(self, timeout: float = START_TIMEOUT_S) -> None:
+        if getattr(self, "_ready_pid", None) == self.pid and self.alive():
+            return
+        self._reply(timeout, "ready")
+        self._ready_pid = self.pid
+
+    def spawn(self, job_dir: Path, rank: int, env: dict[str, str], cwd: Path, log: Path) -> int:
+        """Fork one rank; returns its pid. Restarts a zygote that died or stopped answering, once."""
+        for attempt in (0, 1):
+            try:
+                self.start()
+                self.ready()
+                self._ids += 1
+                self._send({"secret": self._secret, "op": "spawn", "id": self._ids, "job_dir": str(job_dir),
+                            "env": env, "cwd": str(cwd), "log": str(log)})
+                msg = self._reply(SPAWN_TIMEOUT_S, "pid")
+                if "error" in msg:
+                    raise RankServerError(msg["error"])
+                return int(msg["pid"])
+            except (RankServerError, OSError):
+                self.close()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _stderr_tail(self) -> str:
+        try:
+            self._log.seek(0)
+            lines = self._log.read()[-4000:].decode(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return f": {' | '.join(ln.strip() for ln in lines[-3:])}" if lines else ""   # the error, not the traceback
+
+    def exit_code(self, pid: int) -> int | None:
+        with self._lock:
+            return self._exits.get(pid)
+
+    def check(self, timeout: float = 5.0) -> bool:
+        """After a job: is the zygote still answering? One that is not is killed (restarted on next use)."""
+        if not self.alive():
+            return False
+        try:
+            self._ids += 1
+            self._send({"secret": self._secret, "op": "ping", "id": self._ids})
+            self._reply(timeout, "pong")
+            return True
+        except (RankServerError, OSError):
+            self.close()
+            return False
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class ForkedRanks:
+    """One job's ranks, forked by the zygote; behaves like the torchrun Popen launch.py waits on."""
+
+    def __init__(self, server: RankServer, job_dir: Path, nproc: int, env: dict[str, str], cwd: Path):
+        self.server, self.job_dir, self.nproc = server, Path(job_dir), nproc
+        self.exits: dict[int, int] = {}
+        self.root: int | None = None
+        self.stopped_at: float | None = None
+        self.returncode: int | None = None
+        self.pids: dict[int, int] = {}
+        base = {**env, "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0",
+                "MASTER_ADDR": "127.0.0.1", "KB_RENDEZVOUS": str(self.job_dir / "rendezvous")}
+        try:
+            for r in range(nproc):
+                rank_env = {**base, "RANK": str(r), "LOCAL_RANK": str(r), "ROLE_RANK": str(r)}
+                self.pids[r] = server.spawn(self.job_dir, r, rank_env, cwd, self.job_dir / "logs" / f"rank{r}.log")
+        except BaseException:
+            self.kill()
+            raise
+
+    def poll(self) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        for r, pid in self.pids.items():
+            if r not in self.exits and (code := self.server.exit_code(pid)) is not None:
+                self.exits[r] = code
+                if code != 0 and self.root is None:
+                    self.root = r
+        if self.root is not None and self.stopped_at is None:   # torchrun's way: one fails, all stop
+            self.stopped_at = time.monotonic()
+            self._signal(signal.SIGTERM)
+        elif self.stopped_at is not None and time.monotonic() - self.stopped_at > STOP_GRACE_S:
+            self._signal(signal.SIGKILL)
+        if len(self.exits) < self.nproc and not self.server.alive():
+            # the zygote is gone (a rank may kill its parent): its ranks died with it (PDEATHSIG), and
+            # no exit code will come; the hunter kills any that linger
+            for r in sorted(set(self.pids) - set(self.exits)):
+                self.exits[r] = -signal.SIGKILL
+                self.root = r if self.root is None else self.root
+        if len(self.exits) == self.nproc:
+            self.returncode = 1 if self.root is not None else 0
+            self._write_summary()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """After the ranks were killed: their exit codes, or -SIGKILL for those the zygote never
+        reported (one a candidate stopped cannot reap: its ranks stay zombies)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        gone_since = None
+        while self.poll() is None:
+            now = time.monotonic()
+            if not any(alive(p) for r, p in self.pids.items() if r not in self.exits):
+                gone_since = gone_since or now
+            if (end is not None and now > end) or (gone_since and now - gone_since > 1.0):
+                for r in sorted(set(self.pids) - set(self.exits)):
+                    self.exits[r] = -signal.SIGKILL
+                    self.root = r if self.root is None else self.root
+                continue
+            time.sleep(0.02)
+        return self.returncode   # type: ignore[return-value]
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: int) -> None:
+        for r, pid in self.pids.items():
+            if r not in self.exits:
+                try:
+                    os.kill(pid, sig)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def _write_summary(self) -> None:
+        data = {"launcher": "fork", "exits": {str(r): c for r, c in sorted(self.exits.items())},
+                "root_cause": self.root, "pids": {str(r): p for r, p in self.pids.items()}}
+        (self.job_dir / "logs" / "exits.json").write_text(json.dumps(data, indent=1))

@@ -1,0 +1,113 @@
+"""The rank server's process: `python -m pytest_kernelbench.worker.zygote`.
+
+It imports torch and the worker once, then forks one fresh process per rank the launcher asks
+for (rankserver.py). It never loads a problem's or a candidate's code: a forked rank runs exactly
+one rank of one job and exits, so no candidate shares a process with a later item, while no rank
+pays for importing torch (about 2 s of CPU each on a CPU machine, most of a small item's cost).
+
+Requests come on stdin, one JSON line each, and count only with the launcher's secret (its first
+line); a rank can reach this process's stdin through /proc, so a forged or garbled line is dropped,
+never obeyed. Replies and exit codes go out on stdout as JSON lines. The zygote leaves when stdin
+closes (its launcher is gone) and dies with its parent.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+import tempfile
+
+MAX_LINE = 1 << 20
+
+
+def _spawn(req: dict, out_fd: int, in_fd: int) -> int:
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 70
+    try:   # the rank: a new session (as torchrun's ranks), its own log, the job's environment
+        os.close(in_fd)
+        os.close(out_fd)
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.environ.clear()
+        os.environ.update(req["env"])
+        os.chdir(req["cwd"])
+        tempfile.tempdir = None     # TMPDIR is the job's now
+        sys.argv = ["pytest_kernelbench.worker", req["job_dir"]]
+        from .main import main
+        main([req["job_dir"]])      # leaves through os._exit
+    except BaseException as e:      # noqa: BLE001 - the rank could not even start: say so in its log
+        try:
+            os.write(2, f"kernelbench zygote: rank start failed: {type(e).__name__}: {e}\n".encode())
+        except OSError:
+            pass
+    os._exit(code)
+
+
+def _say(fd: int, msg: dict) -> None:
+    data = (json.dumps(msg) + "\n").encode()
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def serve(in_fd: int = 0, out_fd: int = 1) -> None:
+    secret, buf = None, b""
+    while True:
+        ready, _, _ = select.select([in_fd], [], [], 0.02)
+        while True:   # every rank that ended, with its exit code as torchrun reports it (-N: signal N)
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if not pid:
+                break
+            _say(out_fd, {"exit": pid, "code": os.waitstatus_to_exitcode(status)})
+        if not ready:
+            continue
+        chunk = os.read(in_fd, 65536)
+        if not chunk:
+            return
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        buf = buf[-MAX_LINE:]
+        for line in lines:
+            try:
+                req = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(req, dict):
+                continue
+            if secret is None:
+                secret = req.get("secret")
+                _say(out_fd, {"ready": os.getpid()})
+                continue
+            if req.get("secret") != secret:
+                continue
+            if req.get("op") == "ping":
+                _say(out_fd, {"pong": req.get("id")})
+            elif req.get("op") == "spawn":
+                import torch
+                if torch.cuda.is_initialized():    # a forked CUDA context is unusable: never hand one out
+                    _say(out_fd, {"id": req.get("id"), "error": "CUDA was initialized in the rank server"})
+                    continue
+                _say(out_fd, {"id": req.get("id"), "pid": _spawn(req, out_fd, in_fd)})
+
+
+def main() -> None:
+    from ..procs import die_with_parent
+    die_with_parent()
+    # what every rank imports; nothing here touches CUDA (fork would copy a dead context)
+    import torch  # noqa: F401
+    import torch.distributed  # noqa: F401
+    from . import checks, clocks, compare, guards, main as _main, native, safety, shield, tamper, timing  # noqa: F401
+    serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""The rank server (rankserver.py, worker/zygote.py): ranks forked from a process that has imported
+torch. A candidate can reach that process (it is its rank's parent): killing it, stopping it or
+writing forged requests into its stdin must fail at most the candidate's own item, never a later
+one, and leave nothing behind. One pytest run (no xdist: one zygote, items in name order)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kbrun import RING, by_problem, leftover_processes, make_tree, run
+
+sys.path.insert(0, str(__import__("kbrun").REPO))
+from pytest_kernelbench import launch  # noqa: E402
+from pytest_kernelbench.rankserver import RankServerError  # noqa: E402
+
+TIMEOUT_S = 12
+
+FORGES = """
+import json, os
+import torch.distributed as dist
+
+def solution(x):
+    # write into the rank server's stdin: a spawn request without its secret, then a partial line
+    # meant to swallow the launcher's next request
+    with open(f"/proc/{os.getppid()}/fd/0", "wb", buffering=0) as pipe:
+        pipe.write(json.dumps({"op": "spawn", "id": 99, "job_dir": "/nonexistent", "env": {},
+                               "cwd": "/", "log": os.environ["KB_FORGED_MARK"]}).encode() + b"\\n")
+        pipe.write(b'{"op": "spawn", "junk": "')
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+"""
+
+KILLS = """
+import os, signal
+import torch.distributed as dist
+
+def solution(x):
+    if dist.get_rank() == 0:
+        os.kill(os.getppid(), signal.SIGKILL)      # the zygote, which forked this rank
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+"""
+
+STOPS = """
+import os, signal
+import torch.distributed as dist
+_done = [False]
+
+def solution(x):
+    if dist.get_rank() == 0 and not _done[0]:
+        _done[0] = True
+        os.kill(os.getppid(), signal.SIGSTOP)      # the zygote stops answering
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+"""
+
+GOOD = """
+import torch.distributed as dist
+
+def solution(x):
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+"""
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rankserver")
+    mark = root / "forged.log"
+    problems, solutions = make_tree(root, {"a_forges": FORGES, "b_good": GOOD, "c_kills_zygote": KILLS,
+                                           "d_good": RING, "e_stops_zygote": STOPS, "f_good": GOOD},
+                                    yaml_patch={"forbid": []})
+    proc, doc = run(root, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2", "-p", "no:xdist",
+                    f"--kb-timeout={TIMEOUT_S}", "--kb-timing=off", env={"KB_FORGED_MARK": str(mark)})
+    assert doc is not None, proc.stdout + proc.stderr
+    return {"items": by_problem(doc), "root": root, "mark": mark, "doc": doc}
+
+
+def test_forged_requests_are_ignored_and_the_next_item_runs(attacked):
+    items = attacked["items"]
+    assert items["collective/a_forges"]["outcome"] == "passed", items["collective/a_forges"]
+    assert not attacked["mark"].exists()        # the forged spawn never ran
+    assert items["collective/b_good"]["outcome"] == "passed", items["collective/b_good"]
+
+
+def test_killing_the_zygote_fails_only_that_item(attacked):
+    items = attacked["items"]
+    it = items["collective/c_kills_zygote"]
+    assert it["outcome"] == "failed" and it["failure"] in ("crash", "runtime_error"), it
+    assert items["collective/d_good"]["outcome"] == "passed", items["collective/d_good"]
+
+
+def test_stopping_the_zygote_fails_only_that_item(attacked):
+    items = attacked["items"]
+    it = items["collective/e_stops_zygote"]
+    assert it["outcome"] == "failed" and it["failure"] == "timeout", it
+    assert items["collective/f_good"]["outcome"] == "passed", items["collective/f_good"]
+
+
+def test_every_item_ran_in_a_forked_rank_and_nothing_is_left(attacked):
+    assert attacked["doc"]["config"]["settings"]["launcher"] == "fork"
+    assert not leftover_processes(str(attacked["root"]))
+
+
+def test_zygote_start_failure_is_a_clear_error(tmp_path):
+    """A broken torch install: the zygote dies importing it, and the error says why."""
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("raise ImportError('this torch is broken')\n")
+    server = launch.rank_server()
+    server.env = {**server.env, "PYTHONPATH": f"{tmp_path}:{server.env['PYTHONPATH']}"}
+    try:
+        with pytest.raises(RankServerError, match="rank server exited.*this torch is broken"):
+            server.start()
+            server.ready(timeout=60)
+    finally:
+        server.close()
+
+
+def test_zygote_answers_and_drops_lines_without_its_secret():
+    server = launch.rank_server()
+    try:
+        server.start()
+        server.ready()
+        assert server.proc is not None and server.proc.stdin is not None
+        server.proc.stdin.write(b'{"op": "ping", "id": "forged", "secret": "guess"}\n')
+        assert server.check()       # answers its own ping; the forged one got no reply
+        time.sleep(0.2)
+        assert server._replies.empty()
+    finally:
+        server.close()
+    assert server.proc is None
+
+
+def test_zygote_leaves_when_its_launcher_closes_the_pipe():
+    server = launch.rank_server()
+    server.start()
+    server.ready()
+    proc = server.proc
+    assert proc is not None and proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(timeout=10) == 0
+    server.proc = None
+
+
+def test_exit_summary_has_torchruns_facts(tmp_path):
+    """exits.json is read like torchrun's failure summary: non-zero exits and the first failure."""
+    from pytest_kernelbench import outcome
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "exits.json").write_text(json.dumps({"exits": {"0": -15, "1": 7, "2": 0},
+                                                              "root_cause": 1}))
+    assert outcome.failed_exits(tmp_path, "") == ({0: -15, 1: 7}, 1)
+    (tmp_path / "logs" / "exits.json").unlink()
+    summary = ("Failures:\n[1]:\n  rank      : 0 (local_rank: 0)\n  exitcode  : -15 (pid: 2)\n"
+               "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : 7 (pid: 3)\n")
+    assert outcome.failed_exits(tmp_path, summary) == ({0: -15, 1: 7}, 1)
+
+
+def test_unknown_launcher_is_a_usage_error(tmp_path):
+    from kbrun import inner_env, plugin_args
+    proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "--kb-launcher=mpirun", "--co", "-q"],
+                          cwd=tmp_path, capture_output=True, text=True, env=inner_env())
+    assert proc.returncode == 4 and "--kb-launcher='mpirun': expected fork or torchrun" in proc.stderr
