@@ -45,3 +45,44 @@ def test_gm_band_is_the_gm_of_the_band_ends():
 ])
 def test_speed_change_needs_the_threshold_and_separate_bands(base, bb, new, nb, change):
     assert metrics.speed_change(base, bb, new, nb, 0.05) == change
+
+
+# ---- kernelbench spread / overhead: the issue-16 tables ---------------------------------------------
+def _selfcheck(problem, **speedups):
+    return {"problem": problem, "outcome": "passed", "world_size": 2,
+            "sizes": [{"name": n, "speedup": x, "band": [x - 0.01, x + 0.01]} for n, x in speedups.items()]}
+
+
+def test_spread_counts_self_checks_within_the_size_target_and_names_the_rest(tmp_path):
+    from pytest_kernelbench.cli import fidelity, main
+    runs = [{"items": [_selfcheck("a", small=1.04, medium=1.02, large=0.99), _selfcheck("b", small=0.93, medium=1.05),
+                       {"problem": "c", "outcome": "failed", "sizes": [{"name": "small", "speedup": 3.0}]}]},
+            {"items": [_selfcheck("a", small=1.00, medium=0.96, large=1.031)]}]
+    table = fidelity.spread(runs)
+    assert (table["small"]["within"], table["small"]["n"]) == (2, 3)          # +-5 %: 1.04 and 1.00 in, 0.93 out
+    assert (table["medium"]["within"], table["medium"]["n"]) == (1, 3)        # +-3 %: 1.05 and 0.96 out
+    assert (table["large"]["within"], table["large"]["n"]) == (1, 2)          # 1.031 is outside +-3 %
+    assert [(o["problem"], o["run"]) for o in table["medium"]["outside"]] == [("b", 0), ("a", 1)]
+    assert table["small"]["min"] == 0.93 and table["small"]["max"] == 1.04    # the failed item is not counted
+    assert table["large"]["band_holds_1"] == 1
+    for i, doc in enumerate(runs):
+        (tmp_path / f"r{i}.json").write_text(__import__("json").dumps({**doc, "schema_version": 2, "machine": {}}))
+    lines = fidelity.spread_lines(table, 2)
+    assert lines[3].startswith("| small | +-5% | 2/3 | 0.930-1.040 |") and "b#0: 0.930" in lines[3]
+    assert main.main(["spread", str(tmp_path / "r0.json"), str(tmp_path / "r1.json"), "--md", str(tmp_path / "s.md")]) == 0
+    assert "| medium | +-3% | 1/3 |" in (tmp_path / "s.md").read_text()
+
+
+def test_overhead_table_ends_with_the_median_of_each_phase():
+    from pytest_kernelbench.cli import overhead
+
+    def item(p, wall, init, imp, sizes_s):
+        return {"problem": p, "outcome": "passed", "world_size": 2, "wall_s": wall, "timed_s": 0.5,
+                "overhead_s": wall - 0.5, "phases_s": {"init_s": init, "import_s": imp, "sizes_s": sizes_s},
+                "sizes": [{"correctness_s": 0.2, "timing_s": sizes_s - 0.2}]}
+    doc = {"items": [item("a", 3.0, 0.5, 0.1, 1.0), item("b", 5.0, 1.5, 0.1, 2.0), item("c", 4.0, 1.0, 0.3, 1.0)]}
+    med = overhead.medians(doc)
+    assert med["wall_s"] == 4.0 and med["setup_s"] == pytest.approx(1.3) and med["overhead_s"] == 3.5
+    assert med["launch_s"] == pytest.approx(1.4)            # wall - setup - sizes: 1.4, 1.4, 1.7
+    assert overhead.table(doc)[-1].startswith("| **median of 3** | | 4.00 |")
+    assert overhead.medians({"items": []}) is None

@@ -83,3 +83,54 @@ def run(out: Path, runs: int, world: int, root: Path | None = None) -> dict:
     result = summarize([pytest_run(root, out, i, world) for i in range(runs)], plain_loop(root, world), world)
     (out / "fidelity.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+# ---- the self-check spread over whole-suite runs (issue 16) ----------------------------------------
+SMALL_SIZES = ("tiny", "small")      # their target is +-5 %; every other size +-3 %
+
+
+def target(size: str) -> float:
+    return 0.05 if size in SMALL_SIZES else 0.03
+
+
+def spread(docs: list[dict]) -> dict[str, dict]:
+    """Per size name over every run: how many self-check speedups lie within 1 +- target, their
+    range, the ones outside (problem, run, speedup, noise band), and how many noise bands hold 1.0
+    (the verdict then reads on_par, whatever the point estimate)."""
+    out: dict[str, dict] = {}
+    for run, doc in enumerate(docs):
+        for item in doc.get("items", []):
+            if item.get("outcome") != "passed":
+                continue
+            for s in item.get("sizes") or []:
+                x = s.get("speedup")
+                if x is None:
+                    continue
+                row = out.setdefault(s["name"], {"n": 0, "within": 0, "band_holds_1": 0, "min": x, "max": x,
+                                                 "outside": [], "target": target(s["name"])})
+                row["n"] += 1
+                row["min"], row["max"] = min(row["min"], x), max(row["max"], x)
+                if abs(x - 1.0) <= row["target"]:
+                    row["within"] += 1
+                else:
+                    row["outside"].append({"problem": item["problem"], "run": run, "speedup": x, "band": s.get("band")})
+                band = s.get("band")
+                if band and band[0] <= 1.0 <= band[1]:
+                    row["band_holds_1"] += 1
+    return out
+
+
+def spread_lines(table: dict[str, dict], runs: int) -> list[str]:
+    order = ["tiny", "small", "medium", "large"]
+    names = sorted(table, key=lambda n: (order.index(n) if n in order else len(order), n))
+    lines = [f"self-check spread over {runs} run(s): speedup of the reference against itself",
+             "| size | target | within | range | band holds 1.0 | outside (problem: speedup [band]) |",
+             "|---|---|---|---|---|---|"]
+    for n in names:
+        r = table[n]
+        outside = "; ".join(f"{o['problem']}#{o['run']}: {o['speedup']:.3f}"
+                            + (f" [{o['band'][0]:.3f}, {o['band'][1]:.3f}]" if o.get("band") else "")
+                            for o in r["outside"][:6]) + (" ..." if len(r["outside"]) > 6 else "")
+        lines.append(f"| {n} | +-{r['target']:.0%} | {r['within']}/{r['n']} | {r['min']:.3f}-{r['max']:.3f} | "
+                     f"{r['band_holds_1']}/{r['n']} | {outside or '-'} |")
+    return lines

@@ -5,6 +5,7 @@
     kernelbench export REPORT... --format jsonl|parquet -o FILE    one row per attempt
     kernelbench suite-table | overhead REPORT [--md FILE]          post-processors of GPU runs
     kernelbench fidelity OUTDIR [--runs N] [--world W]             timing fidelity (GPU machine)
+    kernelbench spread REPORT... [--md FILE]                       self-check spread per size over runs
 
 Also `python -m pytest_kernelbench.cli ...` (no install needed from a checkout).
 """
@@ -77,6 +78,16 @@ def _post(a: argparse.Namespace) -> int:
     return 0
 
 
+def _spread(a: argparse.Namespace) -> int:
+    from . import fidelity
+    docs = [reports.load(p) for p in a.reports]
+    text = "\n".join(fidelity.spread_lines(fidelity.spread(docs), len(docs)))
+    print(text)
+    if a.md:
+        _write(a.md, "Sources: " + ", ".join(a.reports) + "\n\n" + text + "\n")
+    return 0
+
+
 def _fidelity(a: argparse.Namespace) -> int:
     from . import fidelity
     result = fidelity.run(Path(a.out), a.runs, a.world)
@@ -124,6 +135,11 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--runs", type=int, default=5)
     f.add_argument("--world", type=int, default=4)
     f.set_defaults(run=_fidelity)
+    sp = sub.add_parser("spread", help="self-check runs (reference vs itself): speedups within 1 +- 3%% "
+                                       "(+-5%% at tiny/small) per size, over one or more runs")
+    sp.add_argument("reports", nargs="+")
+    sp.add_argument("--md", help="also write the table to this file")
+    sp.set_defaults(run=_spread)
     return ap
 
 
