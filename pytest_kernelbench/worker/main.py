@@ -4,9 +4,10 @@
 For each size: trials (fresh rank-dependent inputs; the candidate first on one clone, then the
 reference on another, so that no reference output exists while candidate code runs; compare),
 then side-by-side timing and an anti-caching check on refilled buffers (all ranks, then only
-some ranks, with new values).
-Two ways out, each handled in one place (main): a rank that hits an error on its own raises
-ItemFailed, which becomes error/rank<R>.json and exit 3 (torchrun tears the job down); verdicts
+some ranks, with new values): timed.py.
+Two ways out (failures.py), each handled in one place (main): a rank that hits an error on its
+own raises ItemFailed, which becomes error/rank<R>.json and exit 3 (the launcher then stops the
+other ranks); verdicts
 agreed across ranks (mismatch, forbidden call) raise AgreedFailure, which becomes rank 0's
 result.json and exit 0. The checks themselves are plain functions in checks.py.
 """
@@ -15,38 +16,20 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import math
 import os
 import sys
 import time
-from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
 from ..protocol import SETUP_MARK, JobLayout, JobSpec
-from .. import metrics
-from . import checks, compare
+from . import checks, compare, timed
+from .failures import AgreedFailure, ItemFailed
 from .files import JobFiles, load_module
 
 COMPILE_MARKERS = ("cpp_extension", "Error building extension", "CalledProcessError", "nvcc", "ninja", "triton.compiler",
                    "NativeLoadError")
 THREAD_WAIT_S = 2.0
-
-
-class ItemFailed(Exception):
-    """This rank cannot go on: the item fails with `category` (the error file says why)."""
-
-    def __init__(self, category: str, message: str, where: str, exc: BaseException | None = None):
-        super().__init__(message)
-        self.category, self.message, self.where, self.exc = category, message, where, exc
-
-
-class AgreedFailure(Exception):
-    """Every rank agreed on the item's failure (the first failing rank's verdict)."""
-
-    def __init__(self, failure: dict, record: dict):
-        super().__init__(failure["message"])
-        self.failure, self.record = failure, record
 
 
 class Rank:
@@ -378,90 +361,9 @@ class Rank:
             raise AgreedFailure({"category": v["category"], "rank": r, "phase": phase,
                                  "message": f"rank {r}, {phase}: {v['message']}"}, record)
 
-    # ---- timing ------------------------------------------------------------------------------
+    # ---- timing (timed.py) -------------------------------------------------------------------
     def time_size(self, size: str, record: dict, expected: Any) -> None:
-        from .timing import Timing, summarize
-        t0 = time.perf_counter()
-        torch = self.torch
-        probe = self.make_inputs(size, "time0")
-        set_bytes = sum(v.numel() * v.element_size() for _, v in compare.leaves((probe, expected))
-                        if isinstance(v, torch.Tensor))
-        # every rank must use the same number of sets (each call is a collective), while output
-        # bytes differ per rank (rank 0 of a gather holds everything): agree on the max
-        set_bytes = int(self.agree_max(set_bytes))
-        tcfg = self.job.timing
-        l2 = int(tcfg.l2_bytes or 0)
-        if not l2 and self.device_kind == "cuda":
-            l2 = int(getattr(torch.cuda.get_device_properties(self.device), "L2_cache_size", 0) or 0)
-        n_sets = max(2, math.ceil(3 * l2 / max(set_bytes, 1))) if l2 else 2
-        n_sets = int(min(n_sets, tcfg.max_sets, max(2, tcfg.set_budget_bytes // max(set_bytes, 1))))
-        sets = [probe] + [self.make_inputs(size, f"time{k}") for k in range(1, n_sets)]
-
-        def refill(round_no: int | str) -> None:
-            for k, s in enumerate(sets):
-                compare.refill(s, self.make_inputs(size, f"round{round_no}set{k}"))
-
-        def candidate_guard(active: bool):
-            # Timing arms and disarms around each candidate round (a callback, not a with-block)
-            self.forbid.active = active
-            self.shield.armed = active
-            if not active:
-                v = self.violations()
-                if v:
-                    self.timing_violation = v
-
-        self.timing_violation = None
-
-        def ref(*a: Any) -> Any:
-            return self.reference.solution(*a)
-
-        def cand(*a: Any) -> Any:
-            return self.candidate(*a)
-
-        timer = Timing(self.clocks, self.agree_max, self.files.heartbeat, tcfg)
-        try:
-            measured = timer.run(f"size {size}", ref, cand, sets, refill, candidate_guard)
-        except ItemFailed:
-            raise                           # the guards' own verdict (unsafe, ...) stands
-        except BaseException as e:  # noqa: BLE001 - candidate code ran inside
-            self.die("runtime_error", f"size {size}, timing: {type(e).__name__}: {e}", "candidate", e)
-        if measured["leftover_threads"]:
-            mine = {"category": "runtime_error", "message": f"threads still running after a timed round: {measured['leftover_threads']}"}
-        elif self.timing_violation:
-            mine = {"category": "forbidden_call", "message": f"during timing: {self.timing_violation}"}
-        else:
-            mine = self.after_timing_check(size, sets, refill)
-        everyone = self.agree({"times": measured["times"], **mine})
-        self.fail_if_any(everyone, f"size {size}, check after timing", record)
-        timing = {name: summarize([v["times"][name] for v in everyone]) for name in ("reference", "candidate")}
-        for name in timing:
-            timing[name]["iters"] = measured["iters"][name]
-        record["timing"] = {**timing, "sets": n_sets, "set_bytes": set_bytes, "band_target": measured["band_target"]}
-        # rounds of the two sides were interleaved, so the median of per-round ratios cancels drift
-        # that a ratio of separate medians keeps; its confidence interval is the size's noise band
-        record["speedup_of_medians"] = timing["reference"]["median_s"] / max(timing["candidate"]["median_s"], 1e-12)
-        record["speedup"] = metrics.paired_speedup(timing)
-        band = metrics.size_band(timing)
-        record["band"] = list(band) if band else None
-        record["timing_s"] = time.perf_counter() - t0
-
-    def after_timing_check(self, size: str, sets: list, refill: Callable[[int | str], None]) -> dict:
-        """The anti-caching passes (checks.after_timing) on this rank's timing buffers."""
-        phase = f"size {size}, check after timing"
-
-        def refill_some():   # the second pass: new values on alternate ranks (which ones alternates by set)
-            for k, s in enumerate(sets):
-                if (self.rank + k) % 2:
-                    compare.refill(s, self.make_inputs(size, f"after2set{k}"))
-
-        found = checks.after_timing(
-            sets, lambda s: self.call_candidate(s, phase, watch_dispatch=True),
-            lambda s: self.call_reference(s, phase), lambda: refill("after"), refill_some,
-            self.job.tolerance, self.job.inplace, getattr(self.harness, "check", None))
-        v = self.violations()
-        if v:
-            return {"category": "forbidden_call", "message": v}
-        return found or {"category": None, "message": None}
+        timed.time_size(self, size, record, expected)
 
     # ---- the end -----------------------------------------------------------------------------
     def finish(self, failed: dict | None = None, current: dict | None = None) -> None:
