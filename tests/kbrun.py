@@ -82,7 +82,9 @@ def by_problem(doc: dict) -> dict[str, dict]:
 
 
 def leftover_processes(marker: str) -> list[str]:
-    """Processes whose command line or environment mentions `marker` (a tmp path of the test)."""
+    """Processes whose command line, environment or working directory mentions `marker` (a tmp
+    path of the test). A rank forked by the rank server shows the zygote's command line and
+    environment, but works in its job's folder: the working directory finds it."""
     found = []
     me = os.getpid()
     for pid in os.listdir("/proc"):
@@ -94,8 +96,11 @@ def leftover_processes(marker: str) -> list[str]:
             with open(f"/proc/{pid}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] == "Z":
                     continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().decode(errors="replace")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             continue
-        if marker in cmd:
-            found.append(f"{pid}: {cmd[:200]}")
+        if marker in cmd or marker in env or cwd.startswith(marker):
+            found.append(f"{pid}: {cmd[:200]} (cwd {cwd})")
     return found
