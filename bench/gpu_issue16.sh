@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# Issue 16 on whatever GPUs the machine has (W = every GPU it has; one GPU: W = 1 copies):
-#   1. the device ping-pong behind the roofline's latency term (one GPU: two streams on it, a
-#      smoke test of the kernel, not a link; two or more: GPU 0 <-> GPU 1 over NVLink)
-#   2. three self-check runs (reference vs itself) of the suite with the fork launcher and one
-#      with torchrun: the per-size spread, the per-phase overhead of each launcher, the roofline
-#      with its latency term per problem
-# Reports land in $OUT; the last lines printed are the tables.
-#   bash bench/gpu_issue16.sh
+# Issue 16 on whatever GPUs the machine has (W = every GPU it has; one GPU: W = 1 copies). One
+# step per call where a whole-suite run needs most of a call's 10 minutes (2 or more GPUs):
+#   bash bench/gpu_issue16.sh selfcheck N   self-check run N (reference vs itself, fork launcher),
+#                                           preceded on N = 1 by the ping-pong latency
+#   bash bench/gpu_issue16.sh torchrun      the same under torchrun, on $KB_TORCHRUN_SEL (default:
+#                                           problems/collective), for the launcher comparison
+#   bash bench/gpu_issue16.sh all           every step in one call (one GPU: W = 1 copies, small)
+# Each report lands in $OUT; the tables are made where the reports come back:
+#   kernelbench spread selfcheck-fork-{1,2,3}.json          per-size spread over the runs
+#   kernelbench overhead selfcheck-{fork-1,torchrun}.json   per-phase cost per item, medians last
+#   kernelbench suite-table selfcheck-fork-1.json           roofline (with its bound) per problem and size
 source "$(dirname "$0")/gpu_common.sh"
-R=/tmp/kb-16; rm -rf $R; mkdir -p $R
+R=/tmp/kb-16; mkdir -p $R
+what=${1:-all}
 machine
 NGPU=$(python3 -c "import torch; print(torch.cuda.device_count())")
 
-log "ping-pong latency"
-python3 - <<'PY' | tee $R/pingpong.txt
+pingpong() {
+  log "ping-pong latency"
+  python3 - <<'PY' | tee "$OUT/pingpong.txt"
 import torch
 from pytest_kernelbench.calibrate import pingpong_latency
 n = torch.cuda.device_count()
@@ -24,6 +29,7 @@ if n > 1:
     torch.ones(1, device="cuda:1").copy_(torch.ones(1, device=d0))
     print(f"GPU 0 <-> GPU 1 over NVLink: {pingpong_latency(torch, d0, torch.device('cuda', 1)) * 1e6:.3f} us one-way")
 PY
+}
 
 SEL="problems"
 if [ "$NGPU" = 1 ]; then
@@ -32,6 +38,7 @@ if [ "$NGPU" = 1 ]; then
   python3 - <<'PY'
 import pathlib, shutil, yaml
 dst = pathlib.Path("/tmp/kb-16/w1")
+shutil.rmtree(dst, ignore_errors=True)
 names = ["collective/all_reduce", "collective/all_gather", "collective/reduce_scatter", "collective/all_to_all",
          "collective/broadcast", "utility/grad_clip_inplace", "utility/sharded_rmsnorm",
          "utility/vocab_parallel_cross_entropy", "utility/zero1_adam_step", "utility/grad_accum_loss_average",
@@ -49,45 +56,33 @@ PY
   SEL=/tmp/kb-16/w1
 fi
 
-for run in 1 2 3; do
-  log "self-check run $run (fork)"
-  timeout -k 10 -s INT "${KB_RUN_S:-120}" $PT $SEL --kb-candidate=reference --kb-launcher=fork \
-    --kb-report=$R/selfcheck-fork-$run.json 2>&1 | tail -4
-done
-log "self-check run (torchrun)"
-timeout -k 10 -s INT "${KB_RUN_S:-120}" $PT $SEL --kb-candidate=reference --kb-launcher=torchrun \
-  --kb-report=$R/selfcheck-torchrun.json 2>&1 | tail -4
-cp $R/selfcheck-*.json $R/pingpong.txt "$OUT/" 2>/dev/null
+selfcheck() {
+  log "self-check run $1 (fork)"
+  timeout -k 10 -s INT "${KB_RUN_S:-540}" $PT $SEL --kb-candidate=reference --kb-launcher=fork \
+    --kb-report=$R/selfcheck-fork-$1.json 2>&1 | tail -4
+  cp $R/selfcheck-fork-$1.json "$OUT/"
+}
+
+torchrun_run() {
+  local sel=${KB_TORCHRUN_SEL:-problems/collective}
+  [ "$NGPU" = 1 ] && sel=$SEL/collective
+  log "self-check run (torchrun) on $sel"
+  timeout -k 10 -s INT "${KB_RUN_S:-540}" $PT $sel --kb-candidate=reference --kb-launcher=torchrun \
+    --kb-report=$R/selfcheck-torchrun.json 2>&1 | tail -4
+  cp $R/selfcheck-torchrun.json "$OUT/"
+}
+
+case "$what" in
+  selfcheck) n=${2:-1}; [ "$n" = 1 ] && pingpong; selfcheck "$n" ;;
+  torchrun) torchrun_run ;;
+  all) pingpong; for n in 1 2 3; do KB_RUN_S=${KB_RUN_S:-120} selfcheck $n; done; KB_RUN_S=${KB_RUN_S:-120} torchrun_run ;;
+  *) echo "usage: gpu_issue16.sh selfcheck N | torchrun | all"; exit 2 ;;
+esac
 
 log tables
 KB="python3 -m pytest_kernelbench.cli"
-$KB spread $R/selfcheck-fork-1.json $R/selfcheck-fork-2.json $R/selfcheck-fork-3.json --md $OUT/spread.md | tail -8
-python3 - <<'PY' | tee $OUT/overhead-and-roofline.md
-import json, pathlib
-from pytest_kernelbench.cli import overhead
-R = pathlib.Path("/tmp/kb-16")
-print("| launcher | items | " + " | ".join(f"median {k}" for k in ("wall_s", "launch_s", "setup_s", "correctness_s",
-                                                                      "timing_s", "timed_s", "overhead_s")) + " |")
-print("|---|---|---|---|---|---|---|---|---|")
-for name in ("selfcheck-torchrun", "selfcheck-fork-1", "selfcheck-fork-2", "selfcheck-fork-3"):
-    f = R / f"{name}.json"
-    if f.exists():
-        doc = json.loads(f.read_text())
-        med = overhead.medians(doc)
-        print(f"| {name} | {len(overhead.rows(doc))} | " + (" | ".join(f"{v:.2f}" for v in med.values()) if med else "-") + " |")
-f = R / "selfcheck-fork-1.json"
-if f.exists():
-    doc = json.loads(f.read_text())
-    c = doc["machine"].get("ceilings") or {}
-    print(f"\nceilings: latency {c.get('latency_s')}, link {c.get('link_bw')}, source {c.get('source')}")
-    print("| problem | size | roof bound | roof us | ref us | roofline of the reference | suspect |")
-    print("|---|---|---|---|---|---|---|")
-    for it in doc["items"]:
-        for s in it.get("sizes") or []:
-            t = ((s.get("timing") or {}).get("reference") or {}).get("median_s")
-            rf = (s.get("roofline") or {}).get("reference")
-            print(f"| {it['problem']} | {s['name']} | {s.get('roof_bound')} | "
-                  f"{(s.get('roof_s') or 0) * 1e6:.2f} | {(t or 0) * 1e6:.1f} | "
-                  f"{'-' if rf is None else f'{rf:.1%}'} | {bool(s.get('suspect'))} |")
-PY
+runs=$(ls $R/selfcheck-fork-*.json 2>/dev/null)
+[ -n "$runs" ] && $KB spread $runs | tail -8
+for f in $R/selfcheck-*.json; do echo "## $(basename $f)"; $KB overhead $f | tail -1; done
+[ -f $R/selfcheck-fork-1.json ] && $KB suite-table $R/selfcheck-fork-1.json | tail -60
 log done

@@ -9,6 +9,16 @@ from __future__ import annotations
 from ..metrics import geomean
 
 
+def _roof(size: dict) -> str:
+    """The reference's roofline fraction of a size, with what bounds it where the report says
+    (latency, link, hbm, flops) and a mark where it was flagged suspect."""
+    fr = (size.get("roofline") or {}).get("reference")
+    text = "-" if fr is None else f"{100 * fr:.1f} %"
+    if size.get("roof_bound"):
+        text += f" ({size['roof_bound']})"
+    return text + (" suspect" if size.get("suspect") else "")
+
+
 def table(doc: dict) -> list[str]:
     items = [it for it in doc["items"] if it.get("outcome") == "passed"]
     sizes = [s["name"] for s in items[0]["sizes"]] if items else []
@@ -18,9 +28,9 @@ def table(doc: dict) -> list[str]:
              "| problem | roofline GM | " + " | ".join(f"roof {n}" for n in sizes) + " | "
              + " | ".join(f"self-check {n}" for n in sizes) + " |",
              "|---" * (2 + 2 * len(sizes)) + "|"]
-    for it in sorted(items, key=lambda it: it["roofline"]["reference"]):
+    for it in sorted(items, key=lambda it: it["roofline"]["reference"] or 0.0):
         by = {s["name"]: s for s in it["sizes"]}
-        roofs = [f"{100 * by[n]['roofline']['reference']:.1f} %" for n in sizes]
+        roofs = [_roof(by[n]) for n in sizes]
         speeds = [f"{by[n]['speedup']:.3f}" for n in sizes]
         lines.append(f"| {it['problem']} | {100 * it['roofline']['reference']:.1f} % | " + " | ".join(roofs)
                      + " | " + " | ".join(speeds) + " |")
