@@ -2,9 +2,10 @@
 
 The ranks come from the rank server (rankserver.py: forked from a process that has imported
 torch, the default) or from torchrun (`--kb-launcher=torchrun`). Either way every rank runs in
-its own session, so killing one process group alone orphans the ranks. Every process of a job carries KB_JOB_TOKEN in its environment; on the way out we
-kill, by pid, every process that has the token, belongs to a session we saw in the job's tree,
-or descends from one of those, and check again until none is left. The launching process is a
+its own session, so killing one process group alone orphans the ranks. Every process a job
+starts carries KB_JOB_TOKEN in its environment (a forked rank is known by its pid); on the way
+out we kill, by pid, every process that has the token, belongs to a session we saw in the job's
+tree, or descends from one of those, and check again until none is left. The launching process is a
 child subreaper (Linux), so a daemon that double-forks, calls setsid and drops its environment
 is re-parented to us instead of init, and is found as our own child started during the job.
 
