@@ -297,12 +297,12 @@ def failed_exits(job_dir: Path, torchrun_log: str) -> tuple[dict[int, int], int 
 
 
 def _rank_states(job_dir: Path, candidate_path: str | None, nproc: int, errors: list,
-                 torchrun_log: str = "") -> dict[int, dict]:
+                 exits: dict[int, int] | None = None) -> dict[int, dict]:
     beats = read_heartbeats(job_dir)
     by_rank: dict[int, dict] = {}
     for e in errors:
         by_rank.setdefault(e["rank"], e)
-    exits, _ = failed_exits(job_dir, torchrun_log)
+    exits = exits or {}
     states = {}
     for r in range(nproc):
         log = tail(job_dir / "logs" / f"rank{r}.log", 20000)
@@ -378,9 +378,9 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
     order = {"candidate": 0, "reference": 1, "harness": 2}
     errors = sorted(errors, key=lambda e: (order.get(e.get("where"), 3), e.get("time", 0)))
     torchrun_log = tail(job_dir / "logs" / "torchrun.log", 20000)
-    states = _rank_states(job_dir, candidate_path, nproc, errors, torchrun_log)
+    exits, root = failed_exits(job_dir, torchrun_log)
+    states = _rank_states(job_dir, candidate_path, nproc, errors, exits)
     summary = any(st["exit"] is not None for st in states.values())
-    _, root = failed_exits(job_dir, torchrun_log)
     stop_codes = (-signal.SIGTERM, -signal.SIGKILL)
 
     def others(r: int, with_error: bool = True) -> str:

@@ -43,6 +43,7 @@ class RankServer:
         self._exits: dict[int, int] = {}
         self._lock = threading.Lock()
         self._ids = 0
+        self._ready_pid: int | None = None     # the zygote whose "ready" was read
 
     @property
     def pid(self) -> int | None:
@@ -98,7 +99,7 @@ class RankServer:
                 return msg
 
     def ready(self, timeout: float = START_TIMEOUT_S) -> None:
-        if getattr(self, "_ready_pid", None) == self.pid and self.alive():
+        if self._ready_pid == self.pid and self.alive():
             return
         self._reply(timeout, "ready")
         self._ready_pid = self.pid
@@ -199,9 +200,7 @@ class ForkedRanks:
         if len(self.exits) < self.nproc and not self.server.alive():
             # the zygote is gone (a rank may kill its parent): its ranks died with it (PDEATHSIG), and
             # no exit code will come; the hunter kills any that linger
-            for r in sorted(set(self.pids) - set(self.exits)):
-                self.exits[r] = -signal.SIGKILL
-                self.root = r if self.root is None else self.root
+            self._unreported_killed()
         if len(self.exits) == self.nproc:
             self.returncode = 1 if self.root is not None else 0
             self._write_summary()
@@ -217,12 +216,16 @@ class ForkedRanks:
             if not any(alive(p) for r, p in self.pids.items() if r not in self.exits):
                 gone_since = gone_since or now
             if (end is not None and now > end) or (gone_since and now - gone_since > 1.0):
-                for r in sorted(set(self.pids) - set(self.exits)):
-                    self.exits[r] = -signal.SIGKILL
-                    self.root = r if self.root is None else self.root
+                self._unreported_killed()
                 continue
             time.sleep(0.02)
         return self.returncode   # type: ignore[return-value]
+
+    def _unreported_killed(self) -> None:
+        """Ranks whose exit the zygote will never report count as killed (-SIGKILL)."""
+        for r in sorted(set(self.pids) - set(self.exits)):
+            self.exits[r] = -signal.SIGKILL
+            self.root = r if self.root is None else self.root
 
     def terminate(self) -> None:
         self._signal(signal.SIGTERM)

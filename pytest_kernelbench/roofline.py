@@ -40,27 +40,27 @@ def roof_terms(cost: dict, ceilings: dict) -> dict[str, float]:
     return terms
 
 
-def roof_time(cost: dict, ceilings: dict) -> float | None:
-    """Seconds; None when the machine has no ceilings (CPU runs). Latency and link time add up
-    (a message's first byte arrives after the latency, its last after the bytes); the rest overlap."""
-    if not ceilings:
-        return None
-    terms = roof_terms(cost, ceilings)
+def roof(cost: dict, ceilings: dict) -> tuple[float | None, str | None]:
+    """t_roof in seconds and what bounds it: latency, link, hbm or flops (for the communication
+    sum, whichever of its two parts is larger); (None, None) without ceilings (CPU runs).
+    Latency and link time add up (a message's first byte arrives after the latency, its last
+    after the bytes); the rest overlap."""
+    terms = roof_terms(cost, ceilings) if ceilings else {}
+    if not terms:
+        return None, None
     comm = terms.get("latency", 0.0) + terms.get("link", 0.0)
-    bounds = [t for t in (comm, terms.get("hbm"), terms.get("flops")) if t]
-    return max(bounds) if bounds else None
+    hbm, flops = terms.get("hbm", 0.0), terms.get("flops", 0.0)
+    if comm >= max(hbm, flops):
+        return comm, "latency" if terms.get("latency", 0.0) >= terms.get("link", 0.0) else "link"
+    return (hbm, "hbm") if hbm >= flops else (flops, "flops")
+
+
+def roof_time(cost: dict, ceilings: dict) -> float | None:
+    return roof(cost, ceilings)[0]
 
 
 def bound(cost: dict, ceilings: dict) -> str | None:
-    """What limits the size: latency, link, hbm or flops (the largest term of t_roof; for the
-    communication sum, whichever of its two parts is larger)."""
-    terms = roof_terms(cost, ceilings)
-    if not terms:
-        return None
-    comm = terms.get("latency", 0.0) + terms.get("link", 0.0)
-    if comm >= max(terms.get("hbm", 0.0), terms.get("flops", 0.0)):
-        return "latency" if terms.get("latency", 0.0) >= terms.get("link", 0.0) else "link"
-    return "hbm" if terms.get("hbm", 0.0) >= terms.get("flops", 0.0) else "flops"
+    return roof(cost, ceilings)[1]
 
 
 def fraction(t_roof: float | None, t: float | None) -> float | None:
@@ -75,10 +75,9 @@ def annotate(sizes: list[dict], ceilings: dict) -> dict:
     ref_f, cand_f, suspect = [], [], False
     for s in sizes:
         cost = s.get("cost") or {}
-        t_roof = roof_time(cost, ceilings)
+        t_roof, s["roof_bound"] = roof(cost, ceilings)
         timing = s.get("timing") or {}
         s["roof_s"] = t_roof
-        s["roof_bound"] = bound(cost, ceilings) if t_roof else None
         fr = fraction(t_roof, (timing.get("reference") or {}).get("median_s"))
         fc = fraction(t_roof, (timing.get("candidate") or {}).get("median_s"))
         s["roofline"] = {"reference": fr, "candidate": fc}
