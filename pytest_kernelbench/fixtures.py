@@ -76,6 +76,8 @@ def kb_candidate(request: pytest.FixtureRequest, kb_session: KBSession, kb_probl
         _skip(request, kb_problem, str(e))
     except CandidateError as e:      # shipped:NAME that does not exist: the user's mistake
         pytest.fail(str(e), pytrace=False)
+    if s.solutions_only and candidate.kind == "dir" and candidate.source is None:
+        _skip(request, kb_problem, f"no file in --kb-solutions={s.solutions} (--kb-solutions-only)")
     reason = kb_session.cpu_candidate_skip(kb_problem, kb_placement, candidate.is_reference)
     if reason:
         _skip(request, kb_problem, reason, candidate)

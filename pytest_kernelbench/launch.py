@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .outcome import LaunchOutcome, classify, deadline_message, logs_tail, read_phases, setup_phase
-from .procs import ProcessHunter, become_subreaper, die_with_parent
+from .procs import Activity, ProcessHunter, become_subreaper, children_of, die_with_parent
 from .protocol import JobLayout, JobSpec, child_pythonpath
 from .rankserver import ForkedRanks, RankServer, RankServerError
 from .safety import MULTICAST_OFF
@@ -37,7 +37,7 @@ from .safety import MULTICAST_OFF
 LOG_LIMIT_BYTES = int(os.environ.get("KB_LOG_LIMIT_BYTES") or 8 << 20)   # per rank log
 SAFE_ENV = {  # NVLink multicast must stay off on the lent machines (safety.py); hangs must surface fast
     **MULTICAST_OFF,
-    "TORCH_NCCL_DUMP_ON_TIMEOUT": "0", "TORCH_NCCL_TRACE_BUFFER_SIZE": "0",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "0", "TORCH_FR_BUFFER_SIZE": "0",   # the flight recorder off (its current name)
     "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "500", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
     "TORCH_NCCL_ENABLE_MONITORING": "0", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
 }
@@ -138,7 +138,8 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
                                     stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
         hunter = ProcessHunter(proc.pid, job.token)
     try:
-        timed_out, compile_s, truncated = _wait(proc, hunter, job_dir, t0, timeout_s, compile_timeout_s)
+        timed_out, compile_s, truncated = _wait(proc, hunter, job_dir, t0, timeout_s, compile_timeout_s,
+                                                [d for d in (env.get("TORCH_EXTENSIONS_DIR"), env.get("TRITON_CACHE_DIR")) if d])
     except BaseException:
         # pytest-timeout's outer net, Ctrl-C, ...: never leave the job running behind us
         hunter.kill_all()
@@ -196,15 +197,49 @@ def _check_tree(outcome: LaunchOutcome, protected: list[str], own: Path | None, 
     return outcome
 
 
+ACTIVITY_EVERY_S = 0.5
+# a setup phase counts as compiling while activity was seen this recently (a compile has pauses:
+# ninja between two compiler runs, a rank loading what was built)
+ACTIVITY_HOLD_S = 3.0
+
+
+def _rank_pids(proc: subprocess.Popen | ForkedRanks) -> dict[int, int]:
+    """rank -> pid: the rank server's forks, or torchrun's children (by their RANK variable)."""
+    if isinstance(proc, ForkedRanks):
+        return dict(proc.pids)
+    out = {}
+    for pid in children_of(proc.pid):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            out[int(env[b"RANK"])] = pid
+        except (OSError, KeyError, ValueError):
+            pass
+    return out
+
+
 def _wait(proc: subprocess.Popen | ForkedRanks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout_s: float,
-          compile_timeout_s: float):
+          compile_timeout_s: float, watch_dirs: list[str]):
+    """Wait for the job under its deadline. Setup phases (importing the candidate, the first call of
+    each size) are on the compile budget instead, but only while the job shows compile activity
+    (procs.Activity): a rank that hangs in its first call while its peers wait meets the deadline,
+    not the compile budget."""
     compile_s, last, last_scan, truncated = 0.0, t0, 0.0, set()
+    activity, last_sample, active_at = Activity(watch_dirs + [str(job_dir / "tmp")]), 0.0, -1e9
+    agent = {proc.pid} if isinstance(proc, subprocess.Popen) else set()
     timed_out = None
     while proc.poll() is None:
         time.sleep(0.05)
         now = time.monotonic()
         phases = read_phases(job_dir)
-        if any(setup_phase(p) for p in phases.values()):
+        setup = any(setup_phase(p) for p in phases.values())
+        if setup and now - last_sample >= ACTIVITY_EVERY_S:
+            ranks = _rank_pids(proc)
+            importing = {pid for r, pid in ranks.items() if phases.get(r) == "import candidate"}
+            if activity.sample(hunter.scan() - agent, set(ranks.values()), importing):
+                active_at = now
+            last_sample = now
+        if setup and now - active_at <= ACTIVITY_HOLD_S:
             compile_s += now - last  # compiling a CUDA candidate does not eat the run's deadline
         last = now
         if now - last_scan > 1.0:
@@ -235,6 +270,7 @@ def _env(token: str, cuda_devices: list[int] | None, extensions_dir: str | None,
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in cuda_devices)
     if extensions_dir:
         env["TORCH_EXTENSIONS_DIR"] = extensions_dir
+        env["TRITON_CACHE_DIR"] = os.path.join(extensions_dir, "triton")
     return env
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .protocol import SETUP_MARK, done_mark
+from .protocol import CANDIDATE_FAILURES, SETUP_MARK, done_mark
 
 TAIL_CHARS = 3000
 
@@ -98,7 +98,29 @@ def _error_outcome(job_dir: Path, e: dict, rc: int | None) -> LaunchOutcome:
     tb = drop_cpp_frames(e.get("traceback", "")).strip()
     if tb and e.get("where") == "candidate":
         msg += "\n" + _trim_traceback(tb)
-    return LaunchOutcome("failed", e["category"], msg, returncode=rc, log_tail=logs_tail(job_dir, {e["rank"]}))
+    # a fault of the harness (its inputs()/cost(), or the plugin's own code) is no verdict on the
+    # candidate: outcome error, with the frame where it happened
+    status = "failed" if e["category"] in CANDIDATE_FAILURES else "error"
+    if status == "error":
+        frame = harness_frame(tb)
+        if frame:
+            msg += f" (at {frame})"
+    return LaunchOutcome(status, e["category"], msg, returncode=rc, log_tail=logs_tail(job_dir, {e["rank"]}))
+
+
+_TB_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)', re.M)
+
+
+def harness_frame(tb: str) -> str | None:
+    """The innermost frame of a traceback in the problem's harness or in this package, as
+    "harness.py line 12 in inputs()"."""
+    frames = [(f, n, fn) for f, n, fn in _TB_FRAME.findall(tb)
+              if os.path.basename(f) == "harness.py" or f"{os.sep}pytest_kernelbench{os.sep}" in f]
+    if not frames:
+        return None
+    f, n, fn = frames[-1]
+    return f"{os.path.basename(f) if os.path.basename(f) == 'harness.py' else f.split('pytest_kernelbench' + os.sep)[-1]}" \
+           f" line {n} in {fn}()"
 
 
 def _trim_traceback(tb: str, lines: int = 12) -> str:

@@ -7,6 +7,7 @@ PkbSuite below; the Problems come from pytest_kernelbench/pkb/).
 """
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
 OPTIONS = [
     ("candidate", str, "auto", "auto | reference | shipped | shipped:NAME (auto: a shipped solution that runs here, else the reference as self-check)"),
     ("solutions", str, None, "directory of hand-written candidates: DIR/<category>/<name>.py "
-     "(PKB items: DIR/<N>_<name>_<backend>.py, PKB's layout)"),
+     "(PKB items: DIR/<N>_<name>_<backend>.py, PKB's layout); a problem without a file fails no_code"),
+    ("solutions-only", bool, False, "with --kb-solutions: run only the problems the folder has a file for "
+     "(the others skip, not counted): checking a few kernels of your own"),
     ("device", str, "auto", "auto | cpu | cuda"),
     ("nproc", int, None, "world size (default: the largest valid one that fits)"),
     ("cpu-ranks", int, 4, "most ranks to start for a CPU (gloo) item"),
@@ -78,16 +81,54 @@ OPTIONS = [
 ]
 
 
+# options that name a file or folder (~ is expanded in each)
+PATH_OPTIONS = ("solutions", "report", "resume", "compare", "cache-dir", "pkb")
+
+
+def help_text(name: str) -> str:
+    """The option's help: its text and its default."""
+    _, kind, default, text = next(o for o in OPTIONS if o[0] == name)
+    shown = ("off" if not default else "on") if kind is bool else ("none" if default is None else default)
+    return f"{text} (default: {shown})"
+
+
+README_MARKS = ("<!-- options: generated from plugin.OPTIONS by `python -m pytest_kernelbench.plugin` -->",
+                "<!-- options: end -->")
+
+
+def options_markdown() -> str:
+    """The README's option table (between README_MARKS), made from OPTIONS so it cannot drift."""
+    rows = ["| option (ini `kb_*`) | default | what it does |", "|---|---|---|"]
+    for name, kind, default, text in OPTIONS:
+        shown = ("off" if not default else "on") if kind is bool else ("-" if default is None else default)
+        value = "" if kind is bool else f"={name.split('-')[-1].upper()}"
+        rows.append(f"| `--kb-{name}{value}` | {shown} | {text} |")
+    return "\n".join(rows)
+
+
+def write_readme_options(readme: Path) -> bool:
+    """Put the option table into the README; True when it changed."""
+    text = readme.read_text()
+    head, rest = text.split(README_MARKS[0], 1)
+    _, tail = rest.split(README_MARKS[1], 1)
+    new = f"{head}{README_MARKS[0]}\n{options_markdown()}\n{README_MARKS[1]}{tail}"
+    if new != text:
+        readme.write_text(new)
+    return new != text
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("kernelbench", "multi-GPU communication kernel benchmark")
-    for name, kind, default, help_text in OPTIONS:
+    for name, kind, default, _ in OPTIONS:
         ini = "kb_" + name.replace("-", "_")
+        text = help_text(name)
+        # argparse %-formats command-line help (a literal % must be doubled); ini help is printed as is
         if kind is bool:
-            group.addoption(f"--kb-{name}", action="store_true", default=None, dest=ini, help=help_text)
-            parser.addini(ini, help_text, type="bool", default=default)
+            group.addoption(f"--kb-{name}", action="store_true", default=None, dest=ini, help=text.replace("%", "%%"))
+            parser.addini(ini, text, type="bool", default=default)
         else:
-            group.addoption(f"--kb-{name}", action="store", default=None, dest=ini, help=help_text)
-            parser.addini(ini, help_text, default=None if default is None else str(default))
+            group.addoption(f"--kb-{name}", action="store", default=None, dest=ini, help=text.replace("%", "%%"))
+            parser.addini(ini, text, default=None if default is None else str(default))
 
 
 def _value(config: pytest.Config, name: str, kind: type, default: Any) -> Any:
@@ -109,6 +150,9 @@ def settings_from(config: pytest.Config) -> Settings:
     """Every --kb-* value, checked: a bad value is a one-line usage error. Cheap (no torch, no
     machine probe, no files written): it runs in every pytest run that has the plugin installed."""
     v = {name: _value(config, name, kind, default) for name, kind, default, _ in OPTIONS}
+    for name in PATH_OPTIONS:     # shells do not expand ~ after --opt=
+        if v[name]:
+            v[name] = os.path.expanduser(v[name])
     try:
         parse_mode(v["candidate"])
     except CandidateError as e:
@@ -133,6 +177,8 @@ def settings_from(config: pytest.Config) -> Settings:
                                     f"--kb-resume={path.with_suffix('.jsonl')} or choose another path")
     if v["solutions"] and not Path(v["solutions"]).is_dir():
         raise pytest.UsageError(f"--kb-solutions={v['solutions']}: not a directory")
+    if v["solutions-only"] and not v["solutions"]:
+        raise pytest.UsageError("--kb-solutions-only needs --kb-solutions=DIR")
     for name in ("nproc", "cpu-ranks", "trials", "timeout", "timing-rounds"):
         if v[name] is not None and v[name] <= 0:
             raise pytest.UsageError(f"--kb-{name}={v[name]}: must be > 0")
@@ -185,6 +231,9 @@ def _check_model_options(v: dict):
         from .candidates import llm
         if not llm.available():
             raise pytest.UsageError(f"--kb-model={v['model']} needs litellm: pip install 'pytest-kernelbench[llm]'")
+        problem = llm.preflight(v["model"], v["api-base"])
+        if problem:
+            raise pytest.UsageError(problem)
 
 
 def run_label(settings: Settings) -> str:
@@ -255,6 +304,7 @@ class _XdistHooks:
         if self.header_done or not any(is_kb_nodeid(i) for i in ids):
             return
         self.header_done = True
+        self.run.kb_items = sum(1 for i in ids if is_kb_nodeid(i))
         # workers collect; the controller checks the selection once, from the ids the first one sent
         problems = []
         stems = {nodeid.partition("::test_problem[pkb/")[2].rstrip("]") for nodeid in ids if is_kb_nodeid(nodeid)}
@@ -288,6 +338,14 @@ def _write_header(config: pytest.Config, run: BenchRun) -> None:
     tr.write_line(f"kernelbench: run {run.run_id}, candidate {run_label(run.settings)}, report {run.json_path}")
 
 
+class ProblemItem(pytest.Function):
+    """One problem's test. Its headline in failure reports is its own name (the default, built
+    from the test function's module path, read `.<checkout folder>.problems.<category>...`)."""
+
+    def reportinfo(self):
+        return self.path, 0, self.name     # line 0: skip reports need a line number
+
+
 class ProblemFile(pytest.File):
     def collect(self):
         root = _problems_root(self.path)
@@ -300,7 +358,7 @@ class ProblemFile(pytest.File):
             # this problem fails alone, as an item with the reason; the others run
             yield BrokenProblem.from_parent(self, name=name, error=str(e))
             return
-        item = pytest.Function.from_parent(self, name=name, callobj=test_problem)
+        item = ProblemItem.from_parent(self, name=name, callobj=test_problem)
         item.stash[KB_PROBLEM] = problem
         for marker in problem.markers:
             item.add_marker(marker)
@@ -325,7 +383,7 @@ class BrokenProblem(pytest.Item):
         return self.error
 
     def reportinfo(self):
-        return self.path, None, self.name
+        return self.path, 0, self.name     # line 0: skip reports need a line number
 
 
 class PkbSuite(pytest.Directory):
@@ -347,7 +405,7 @@ class PkbReference(pytest.File):
         if isinstance(self.problem, ProblemError):
             yield BrokenProblem.from_parent(self, name=name, error=str(self.problem))
             return
-        item = pytest.Function.from_parent(self, name=name, callobj=test_problem)
+        item = ProblemItem.from_parent(self, name=name, callobj=test_problem)
         item.stash[KB_PROBLEM] = self.problem
         for marker in pkb_checkout.markers(self.problem):
             item.add_marker(marker)
@@ -388,3 +446,10 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if file_path.name == "problem.yaml":
         return ProblemFile.from_parent(parent, path=file_path)
     return None
+
+
+if __name__ == "__main__":     # python -m pytest_kernelbench.plugin: rewrite the README's option table
+    import sys
+    changed = write_readme_options(Path(__file__).resolve().parent.parent / "README.md")
+    print("README.md option table " + ("updated" if changed else "already up to date"))
+    sys.exit(0)

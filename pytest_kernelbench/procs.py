@@ -141,3 +141,72 @@ def _signal(pid: int, sig: int) -> bool:
         return True
     except (ProcessLookupError, PermissionError):
         return False
+
+
+# ---- is a job compiling? ---------------------------------------------------------------------
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+ACTIVE_CPU_S = 0.05         # CPU seconds between two samples that count as work being done
+
+
+def cpu_times(pid: int) -> tuple[float, float] | None:
+    """(own user+system CPU s, CPU s of its reaped children) of a process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    own = (int(rest[11]) + int(rest[12])) / CLK_TCK
+    children = (int(rest[13]) + int(rest[14])) / CLK_TCK
+    return own, children
+
+
+def tree_state(dirs: list[str]) -> tuple[int, int, float]:
+    """(files, bytes, newest mtime) under the folders: a build or cache that grows shows here."""
+    files, size, newest = 0, 0, 0.0
+    for root in dirs:
+        for dirpath, _, names in os.walk(root):
+            for n in names:
+                try:
+                    st = os.stat(os.path.join(dirpath, n))
+                except OSError:
+                    continue
+                files, size, newest = files + 1, size + st.st_size, max(newest, st.st_mtime)
+    return files, size, newest
+
+
+class Activity:
+    """Tells a compile from a hang, from outside the ranks: a job is active when, since the last
+    sample, a process of the job other than its ranks (a compiler, ninja, ptxas, a build helper)
+    used CPU, a rank's reaped children did, a watched build/cache folder changed, or a rank that
+    is still importing the candidate used CPU itself (Triton and torch.compile compile in-process).
+    A rank's own CPU in a call is not counted: a rank spinning on a flag its peer never sets
+    burns CPU too, and must meet the deadline, not the compile budget."""
+
+    def __init__(self, dirs: list[str]):
+        self.dirs = [d for d in dirs if d]
+        self.cpu: dict[int, tuple[float, float]] = {}
+        self.tree = tree_state(self.dirs)
+
+    def sample(self, job_pids: set[int], ranks: set[int], importing: set[int]) -> bool:
+        active = False
+        seen = {}
+        for pid in job_pids:
+            now = cpu_times(pid)
+            if now is None:
+                continue
+            seen[pid] = now
+            own0, kids0 = self.cpu.get(pid, (0.0, 0.0) if pid not in ranks else now)
+            own, kids = now[0] - own0, now[1] - kids0
+            if pid in ranks:
+                active |= kids >= ACTIVE_CPU_S or (pid in importing and own >= ACTIVE_CPU_S)
+            else:
+                active |= own + kids >= ACTIVE_CPU_S
+        self.cpu = seen
+        tree = tree_state(self.dirs)
+        active |= tree != self.tree
+        self.tree = tree
+        return active
+
+
+def children_of(pid: int) -> list[int]:
+    return [p for p in _pids() if (st := _proc_stat(p)) and st[0] == pid]

@@ -54,7 +54,9 @@ def latest_by_item(items: list[dict]) -> list[dict]:
     return list(seen.values())
 
 
-def write_json(path: Path, machine: dict, config: dict, items: list[dict]):
+def write_json(path: Path, machine: dict, config: dict, items: list[dict], interrupted: dict | None = None):
+    """`interrupted`: the run stopped before every selected item ran ({"reason", "left", "resume"});
+    such a report is marked, so that nobody reads it as a whole run."""
     items = latest_by_item(items)
     doc = {
         "schema_version": SCHEMA_VERSION,
@@ -64,6 +66,8 @@ def write_json(path: Path, machine: dict, config: dict, items: list[dict]):
         "aggregates": metrics.aggregate(items),
         "breakdowns": metrics.breakdowns(items),
     }
+    if interrupted:
+        doc["interrupted"] = interrupted
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps(doc, indent=1, default=str))
@@ -129,8 +133,12 @@ def summary_lines(doc: dict) -> list[str]:
     elif any(i.get("device") == "cpu" for i in doc["items"]):
         lines.append("speed: none (cpu: not a speed; gloo timings exercise the timing protocol only, so no "
                      "speedup, verdict, GM-speedup, Pass x GM, PASS+Good or fast_p)")
-    else:
+    elif ((doc.get("config") or {}).get("settings") or {}).get("timing") is False:
         lines.append("speed: not measured (--kb-timing=off)")
+    elif not a["passed"]:
+        lines.append("speed: none (no item passed, so no speedup was measured)")
+    else:
+        lines.append("speed: none (no passed item was timed)")
     from .usage import summary_line
     cost = summary_line(a.get("cost"))
     if cost:

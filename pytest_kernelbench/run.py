@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Generator
 from dataclasses import asdict
 from pathlib import Path
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 FIRST_BAD = pytest.StashKey[dict]()
 
 # settings that change what a record means: a resumed run must match the earlier run on each
-IDENTITY = ("candidate", "solutions", "model", "samples", "rounds", "temperature", "max_tokens", "device",
+IDENTITY = ("candidate", "solutions", "solutions_only", "model", "samples", "rounds", "temperature", "max_tokens", "device",
             "nproc", "cpu_ranks", "sizes", "trials", "timing", "timing_rounds", "seed", "allow_multicast",
             "pkb", "pkb_backend")
 
@@ -102,6 +103,7 @@ class BenchRun:
             if dropped:
                 config.hook.pytest_deselected(items=dropped)
                 items[:] = [i for i in items if i.nodeid not in done]
+            self.kb_items = sum(1 for i in items if is_kb_nodeid(i.nodeid))
         if not hasattr(config, "workerinput"):          # under xdist the controller checks (plugin.py)
             self.validate([i.stash[KB_PROBLEM] for i in kb if KB_PROBLEM in i.stash])
         if not config.pluginmanager.hasplugin("dsession") and not config.option.collectonly \
@@ -165,6 +167,7 @@ class ReportWriter:
         self.logged: set[str] = set()
         self.first_bad: dict[str, dict] = {}
         self.doc: dict | None = None
+        self.interrupted: dict | None = None
         self.comparison: Comparison | None = None      # --kb-compare: cli.compare.Comparison
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -191,9 +194,11 @@ class ReportWriter:
         if not self.records:
             return
         items = report.read_jsonl(self.run.jsonl_path) or self.records
+        args = list(session.config.invocation_params.args)
         config = {"run_id": self.run.run_id, "nonce": self.run.nonce, "settings": asdict(self.run.settings),
-                  "identity": self.run.identity, "args": list(session.config.invocation_params.args)}
-        self.doc = report.write_json(self.run.json_path, self.run.machine, config, items)
+                  "identity": self.run.identity, "args": args}
+        self.interrupted = self._interrupted(exitstatus, args)
+        self.doc = report.write_json(self.run.json_path, self.run.machine, config, items, self.interrupted)
         if self.run.settings.compare:
             from .cli import compare
             self.comparison = compare.against(self.run.settings.compare, {**self.doc, "path": str(self.run.json_path)},
@@ -206,6 +211,19 @@ class ReportWriter:
                 d.rmdir()
             except OSError:
                 pass
+
+    def _interrupted(self, exitstatus: int | pytest.ExitCode, args: list[str]) -> dict | None:
+        """Selected items that never finished (Ctrl-C, -x/--maxfail): how many, why, and the command
+        that continues the run from its JSONL."""
+        finished = {r.get("nodeid") for r in self.records}
+        left = max(0, self.run.kb_items - len(finished))
+        if not left:
+            return None
+        reason = "interrupted (Ctrl-C)" if exitstatus == pytest.ExitCode.INTERRUPTED else \
+            "stopped early (-x / --maxfail / a crash)"
+        keep = [a for a in args if not a.startswith(("--kb-report", "--kb-resume"))]
+        resume = shlex.join(["pytest", *keep, f"--kb-resume={self.run.jsonl_path}"])
+        return {"reason": reason, "left": left, "resume": resume}
 
     def pytest_terminal_summary(self, terminalreporter: TerminalReporter, exitstatus: pytest.ExitCode,
                                 config: pytest.Config) -> None:
@@ -225,6 +243,10 @@ class ReportWriter:
         for line in report.summary_lines(self.doc):
             tr.write_line(line)
         tr.write_line(f"report: {self.run.json_path}  (per-item log: {self.run.jsonl_path})")
+        if self.doc.get("interrupted"):
+            stop = self.doc["interrupted"]
+            tr.write_line(f"INCOMPLETE: {stop['reason']}; {stop['left']} selected item(s) did not run. "
+                          f"Continue with: {stop['resume']}", yellow=True, bold=True)
         if self.comparison is not None:
             tr.write_sep("-", "kernelbench compare")
             for line in self.comparison.lines():

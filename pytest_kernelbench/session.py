@@ -3,13 +3,18 @@
 workers); only the controller writes reports."""
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from filelock import FileLock
 
 from . import hardware, launch, metrics, roofline, safety
 from .gpus import GpuPool
@@ -41,6 +46,7 @@ class Placement:
 class Settings:
     candidate: str = "auto"
     solutions: str | None = None
+    solutions_only: bool = False
     device: str = "auto"
     nproc: int | None = None
     cpu_ranks: int = 4
@@ -209,14 +215,16 @@ class KBSession:
         job_dir.mkdir(parents=True)
         job = self.job(problem, candidate, placement, job_dir, native)
         timeout = self.settings.timeout or problem.timeout_s or DEFAULT_TIMEOUT_S
-        kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout, compile_timeout_s=self.settings.compile_timeout,
-                      extensions_dir=self.extensions_dir, server=self.rank_server())
-        if placement.device == "cuda":
-            with self.pool.lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
-                outcome = launch.run_job(job_dir, job, cuda_devices=lease["gpus"], **kwargs)
-            record.update(gpus=lease["gpus"], concurrent_with=lease["concurrent_with"])
-        else:
-            outcome = launch.run_job(job_dir, job, **kwargs)
+        with build_folder(Path(self.extensions_dir), candidate.source or "") as builds:
+            kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout,
+                          compile_timeout_s=self.settings.compile_timeout, extensions_dir=str(builds),
+                          server=self.rank_server())
+            if placement.device == "cuda":
+                with self.pool.lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
+                    outcome = launch.run_job(job_dir, job, cuda_devices=lease["gpus"], **kwargs)
+                record.update(gpus=lease["gpus"], concurrent_with=lease["concurrent_with"])
+            else:
+                outcome = launch.run_job(job_dir, job, **kwargs)
         self.fill(record, outcome, placement)
         metrics.annotate_metric(record.get("sizes") or [], problem.metric)
         record["job_dir"] = str(job_dir)
@@ -266,6 +274,21 @@ class KBSession:
                     if isinstance(tm, dict) for t in tm.get("rounds_s", []))
         record["timed_s"] = timed
         record["overhead_s"] = max(0.0, outcome.wall_s - timed)
+
+
+@contextmanager
+def build_folder(root: Path, source: str) -> Iterator[Path]:
+    """The candidate's own build folder (torch extensions, Triton cache), keyed by its source: a
+    cached build is reused only for the same source, and builds of different candidates never
+    share a folder or a lock. Held under a file lock for the job (released if this process dies),
+    so a torch build `lock` file found there was left by a job that was killed mid-build: it is
+    removed instead of making this job wait out the compile budget."""
+    folder = root / hashlib.sha256(source.encode()).hexdigest()[:16]
+    folder.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(folder) + ".lock"):
+        for stale in folder.glob("*/lock"):
+            stale.unlink(missing_ok=True)
+        yield folder
 
 
 def base_record(problem: Problem | None, candidate: Candidate | None, nodeid: str, sample: int | None = None) -> dict:

@@ -104,3 +104,13 @@ def leftover_processes(marker: str) -> list[str]:
         if marker in cmd or marker in env or cwd.startswith(marker):
             found.append(f"{pid}: {cmd[:200]} (cwd {cwd})")
     return found
+
+
+def explain(item: dict) -> str:
+    """An item's own account of itself, for assertion messages: outcome, category, message and the
+    end of its log, so that a reader tells a slow machine from a regression without rerunning."""
+    if not isinstance(item, dict):
+        return repr(item)
+    head = f"{item.get('outcome')}:{item.get('failure')} after {item.get('wall_s')} s: {item.get('message')}"
+    tail = (item.get("log_tail") or "")[-1500:]
+    return head + (f"\n--- log tail ---\n{tail}" if tail else "")

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kbrun import PROBLEMS, REPO, RING, by_problem, make_tree, run
+from kbrun import explain, PROBLEMS, REPO, RING, by_problem, make_tree, run
 from llm_stub import StubServer
 
 sys.path.insert(0, str(REPO))
@@ -104,7 +104,7 @@ def item(ns, name):
 
 def test_correct_canned_kernel_passes(main):
     it = item(main, "llm_good")
-    assert it["outcome"] == "passed", it
+    assert it["outcome"] == "passed", explain(it)
     assert it["candidate"]["kind"] == "llm" and it["candidate"]["label"] == f"llm:{MODEL}"
     assert it["round"] == 1 and it["best"] and it["rounds"][0]["outcome"] == "passed"
     assert Path(it["candidate"]["origin"]).read_text() == GOOD_CODE
@@ -127,21 +127,21 @@ def test_request_timeout_is_explicit_and_retried(main):
 
 def test_wrong_kernel_fails_mismatch(main):
     it = item(main, "llm_wrong")
-    assert it["outcome"] == "failed" and it["failure"] == "mismatch", it
+    assert it["outcome"] == "failed" and it["failure"] == "mismatch", explain(it)
     assert "rank 1" in it["message"]
     assert [r["failure"] for r in it["rounds"]] == ["mismatch", "mismatch"]
 
 
 def test_reply_without_code_fails_no_code(main):
     it = item(main, "llm_nocode")
-    assert it["outcome"] == "failed" and it["failure"] == "no_code", it
+    assert it["outcome"] == "failed" and it["failure"] == "no_code", explain(it)
     assert "no Python code block" in it["message"] and "NVLink peer writes" in it["message"]
     assert not it.get("job_dir")        # nothing was launched
 
 
 def test_second_round_fixes_first_and_gets_its_failure(main):
     it = item(main, "llm_refine")
-    assert it["outcome"] == "passed" and it["round"] == 2 and it["best"], it
+    assert it["outcome"] == "passed" and it["round"] == 2 and it["best"], explain(it)
     assert [r["outcome"] for r in it["rounds"]] == ["failed", "passed"]
     first, second = main.stub.requests_for(marker("llm_refine"))
     assert "Result of your round" not in user_text(first)
@@ -306,7 +306,7 @@ def test_print_prompt_writes_prompts_without_any_request(tmp_path):
     for i in doc["items"]:
         expected = ("no legal candidate on CPU" if i["problem"] in no_cpu else
                     "needs CUDA GPUs" if i["problem"] in cuda_only else "prompt written")
-        assert i["outcome"] == "skipped" and i["message"].startswith(expected), i
+        assert i["outcome"] == "skipped" and i["message"].startswith(expected), explain(i)
     for folder in folders:
         pid = folder.relative_to(PROBLEMS).as_posix()
         if pid in no_cpu or pid in cuda_only:

@@ -11,13 +11,13 @@ import time
 
 import pytest
 
-from kbrun import RING, by_problem, leftover_processes, make_tree, run
+from kbrun import explain, RING, by_problem, leftover_processes, make_tree, run
 
 sys.path.insert(0, str(__import__("kbrun").REPO))
 from pytest_kernelbench import launch  # noqa: E402
 from pytest_kernelbench.rankserver import RankServerError  # noqa: E402
 
-TIMEOUT_S = 12
+TIMEOUT_S = 20     # a loaded 2-core machine must still run the honest items inside it
 
 FORGES = """
 import json, os
@@ -86,23 +86,23 @@ def attacked(tmp_path_factory):
 
 def test_forged_requests_are_ignored_and_the_next_item_runs(attacked):
     items = attacked["items"]
-    assert items["collective/a_forges"]["outcome"] == "passed", items["collective/a_forges"]
+    assert items["collective/a_forges"]["outcome"] == "passed", explain(items["collective/a_forges"])
     assert not attacked["mark"].exists()        # the forged spawn never ran
-    assert items["collective/b_good"]["outcome"] == "passed", items["collective/b_good"]
+    assert items["collective/b_good"]["outcome"] == "passed", explain(items["collective/b_good"])
 
 
 def test_killing_the_zygote_fails_only_that_item(attacked):
     items = attacked["items"]
     it = items["collective/c_kills_zygote"]
-    assert it["outcome"] == "failed" and it["failure"] in ("crash", "runtime_error"), it
-    assert items["collective/d_good"]["outcome"] == "passed", items["collective/d_good"]
+    assert it["outcome"] == "failed" and it["failure"] in ("crash", "runtime_error"), explain(it)
+    assert items["collective/d_good"]["outcome"] == "passed", explain(items["collective/d_good"])
 
 
 def test_stopping_the_zygote_fails_only_that_item(attacked):
     items = attacked["items"]
     it = items["collective/e_stops_zygote"]
-    assert it["outcome"] == "failed" and it["failure"] == "timeout", it
-    assert items["collective/f_good"]["outcome"] == "passed", items["collective/f_good"]
+    assert it["outcome"] == "failed" and it["failure"] == "timeout", explain(it)
+    assert items["collective/f_good"]["outcome"] == "passed", explain(items["collective/f_good"])
 
 
 def test_every_item_ran_in_a_forked_rank_and_nothing_is_left(attacked):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kbrun import PROBLEMS, REPO, RING, inner_env, make_tree, plugin_args, run
+from kbrun import explain, PROBLEMS, REPO, RING, inner_env, make_tree, plugin_args, run
 
 sys.path.insert(0, str(REPO))
 from pytest_kernelbench import metrics  # noqa: E402
@@ -80,7 +80,7 @@ def test_every_jsonl_line_carries_the_run_id_and_configuration(mixed):
 
 def test_forbidden_call_fails_on_cpu(mixed):
     it = mixed["items"]["collective/forbidden"]
-    assert (it["outcome"], it["failure"]) == ("failed", "forbidden_call"), it
+    assert (it["outcome"], it["failure"]) == ("failed", "forbidden_call"), explain(it)
     assert "all_reduce" in it["message"]
 
 
@@ -203,7 +203,7 @@ def test_yaml_that_forbids_every_cpu_transport_must_say_so(tmp_path):
     y.write_text(yaml.safe_dump(data))
     proc, doc = run(tmp_path, str(problems), "--kb-nproc=2")
     it = doc["items"][0]
-    assert (it["outcome"], it["failure"]) == ("error", "invalid_problem"), it
+    assert (it["outcome"], it["failure"]) == ("error", "invalid_problem"), explain(it)
     assert "forbids collectives and p2p, so no candidate can communicate on CPU" in it["message"]
 
 

@@ -104,13 +104,22 @@ def test_metrics_categories_are_the_protocol_failures():
     assert {"edit_outside_region", "forbidden_construct"} <= set(metrics.CATEGORIES)   # native problems
 
 
-def test_ci_runs_the_readme_test_command_in_a_fresh_venv():
+def test_ci_runs_both_readme_commands_each_in_a_fresh_venv():
+    """A new user's first command is the main job; CI once ran only the tests while the main job
+    failed every item on a fresh machine."""
     readme = (REPO / "README.md").read_text()
-    block = readme.split("**The tests**", 1)[1]
-    command = next(ln.strip() for ln in block.splitlines() if ln.startswith("    ") and ln.strip())
-    ci = (REPO / ".ci" / "run").read_text()
-    assert command in ci.splitlines(), command
-    assert "python3 -m venv" in ci and ci.index("python3 -m venv") < ci.index(command)
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    starts = [k for k, ln in enumerate(ci) if ln.startswith("fresh_venv ")]
+    for heading in ("**The main job**", "**The tests**"):
+        block = readme.split(heading, 1)[1]
+        command = next(ln.strip() for ln in block.splitlines() if ln.startswith("    ") and ln.strip())
+        assert command in ci, (heading, command)
+        at = ci.index(command)
+        venv = max((k for k in starts if k < at), default=None)
+        assert venv is not None, f"{command!r} runs before any fresh venv"
+        others = [c for c in ("pip install -e . && pytest", "pip install -e '.[llm,test]'") if not command.startswith(c)]
+        assert not any(ln.startswith(tuple(others)) for ln in ci[venv:at]), f"{command!r} shares its venv"
+    assert "python3 -m venv" in "\n".join(ci)
 
 
 # ---- lint and types: part of the test command, so CI enforces them ------------------------------

@@ -66,7 +66,22 @@ def from_directory(problem: Problem, directory: Path, pkb_backend: str = "cuda")
         # a failure of this candidate set (no_code), counted like any other, never an error
         return Candidate("dir", label, None, origin=str(path), failure=(
             "no_code", f"{path}: no candidate for {problem.id} in --kb-solutions={directory} (expected {expected})"))
-    return Candidate("dir", label, path.read_text(), origin=str(path))
+    source = path.read_text()
+    return Candidate("dir", label, source, origin=str(path), failure=python_syntax(source, path) if suffix == ".py" else None)
+
+
+def python_syntax(source: str, path: Path | str) -> tuple[str, str] | None:
+    """A Python candidate that does not parse fails here, before any rank starts, naming the
+    user's own file and line (not the job folder's copy)."""
+    try:
+        compile(source, str(path), "exec", dont_inherit=True)
+    except SyntaxError as e:
+        where = f"{path}:{e.lineno}" + (f":{e.offset}" if e.offset else "")
+        line = f"\n    {e.text.rstrip()}" if e.text and e.text.strip() else ""
+        return ("compile_error", f"{where}: {type(e).__name__}: {e.msg}{line}")
+    except ValueError as e:     # null bytes
+        return ("compile_error", f"{path}: {e}")
+    return None
 
 
 def choose(problem: Problem, device: str, mode_value: str, solutions_dir: str | None, pkb_backend: str = "cuda") -> Candidate:

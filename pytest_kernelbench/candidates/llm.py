@@ -33,6 +33,7 @@ from .. import prompt, shapes
 from . import Candidate
 from .cache import GenerationCache, key as cache_key, lineage as cache_lineage
 from .extract import extract, extract_native
+from .files import python_syntax
 from ..protocol import atomic_write
 
 if TYPE_CHECKING:
@@ -63,6 +64,46 @@ def available() -> bool:
     return importlib.util.find_spec("litellm") is not None
 
 
+# the key variables litellm reads for the common providers: checked without importing litellm
+# (seconds of start-up on a loaded machine); any other provider is asked of litellm itself
+PROVIDER_KEYS = {"openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+                 "gemini": ("GEMINI_API_KEY",), "deepseek": ("DEEPSEEK_API_KEY",), "xai": ("XAI_API_KEY",),
+                 "openrouter": ("OPENROUTER_API_KEY",), "mistral": ("MISTRAL_API_KEY",), "groq": ("GROQ_API_KEY",)}
+
+
+def preflight(model: str, api_base: str | None = None) -> str | None:
+    """Why `model` cannot be called at all, checked offline before any item runs (a missing key
+    used to cost every item a minute of retries): an unknown provider, or the provider's key
+    missing from the environment. None when it looks callable."""
+    provider = model.split("/", 1)[0] if "/" in model else None
+    if provider in PROVIDER_KEYS:
+        keys = PROVIDER_KEYS[provider]
+        if any(os.environ.get(k) for k in keys):
+            return None
+        local = " (for a local OpenAI-compatible server, any value works)" if api_base else ""
+        return f"--kb-model={model}: {keys[0]} is not set in the environment; export {keys[0]}=...{local}"
+    litellm = litellm_module()
+    try:
+        litellm.get_llm_provider(model=model, api_base=api_base)
+    except Exception as e:  # noqa: BLE001 - litellm raises its own BadRequestError
+        return (f"--kb-model={model}: litellm knows no provider for this name ({_first_line(e)[:160]}); "
+                "write it as provider/model, e.g. openai/gpt-5 or anthropic/claude-opus-4-7")
+    try:
+        env = litellm.validate_environment(model=model, api_base=api_base)
+    except Exception:  # noqa: BLE001 - no verdict: the first call will tell
+        return None
+    missing = [k for k in env.get("missing_keys") or [] if k]
+    if not env.get("keys_in_environment", True) and missing:
+        local = " (for a local OpenAI-compatible server, any value works)" if api_base else ""
+        return (f"--kb-model={model}: {', '.join(missing)} is not set in the environment; "
+                f"export {missing[0]}=...{local}")
+    return None
+
+
+# an API error whose text says the credentials are wrong or missing is an authentication failure,
+# whatever HTTP status the provider (or litellm) put on it (a missing OpenAI key came as a 500)
+CREDENTIALS = re.compile(r"missing credentials|api[ _-]?key|authenticat|unauthori[sz]ed|invalid[ _-]?(?:x-)?api|"
+                         r"permission denied|incorrect api key", re.I)
 def litellm_module():
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
@@ -268,7 +309,10 @@ class ModelSource:
                              failure=("no_code", f"{how_found}{note}; it begins: {start!r}"))
         else:
             path = self._file("candidates", stem, self.suffix, source)
-            cand = Candidate("llm", label, source, origin=str(path), meta=meta)
+            bad = None if self.native else python_syntax(source, path)
+            if bad and entry.get("finish_reason") == "length":
+                bad = (bad[0], bad[1] + "\n(the answer was cut off at the token limit: write shorter code)")
+            cand = Candidate("llm", label, source, origin=str(path), meta=meta, failure=bad)
         return cand, answer, call
 
     def _call(self, msgs: list[dict], call: dict) -> dict:
@@ -295,8 +339,8 @@ class ModelSource:
                 errors.append({"attempt": attempt + 1, "status": status, "error": type(e).__name__, "message": line,
                                "after_s": round(time.monotonic() - t0, 3)})
                 info = {"attempts": attempt + 1, "errors": errors}
-                if status in FATAL_STATUS:
-                    what = f"{FATAL_STATUS[status]} (HTTP {status})"
+                if status in FATAL_STATUS or CREDENTIALS.search(line):
+                    what = FATAL_STATUS.get(status, "authentication failed") + (f" (HTTP {status})" if status else "")
                     self.ledger.mark_fatal(self.model, what)
                     raise ApiFailure(
                         f"{self.model}: {what}: {line}. Check the provider's API key (e.g. OPENAI_API_KEY, "

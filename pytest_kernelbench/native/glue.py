@@ -42,11 +42,9 @@ def check(lib: ctypes.CDLL, rc: int, what: str) -> None:
 
 
 def exchange(obj: object) -> list:
-    """Every rank's `obj`, in rank order (the default process group; setup only)."""
-    import torch.distributed as dist
-    out = [None] * dist.get_world_size()
-    dist.all_gather_object(out, obj)
-    return out
+    """Every rank's `obj`, in rank order (the default process group's store; setup only)."""
+    from ..worker.exchange import all_gather
+    return all_gather(obj, "glue", codec="pickle")
 
 
 def shared_segment(ctx: NativeContext, nbytes: int) -> int:

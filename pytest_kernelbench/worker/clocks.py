@@ -8,6 +8,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .exchange import all_gather as _all_gather
 from .guards import harness_call
 
 
@@ -18,7 +19,6 @@ class ClockSet:
         self.cuda = device == "cuda"
         self.perf_counter = time.perf_counter
         self._barrier = dist.barrier
-        self._all_gather_object = dist.all_gather_object
         self.enumerate_threads = threading.enumerate
         if self.cuda:
             self._c_sync = torch._C._cuda_synchronize
@@ -32,9 +32,9 @@ class ClockSet:
         with harness_call():
             self._barrier()
 
-    def all_gather_object(self, out: list, obj: object) -> None:
-        with harness_call():
-            self._all_gather_object(out, obj)
+    def all_gather(self, obj: object) -> list:
+        """Every rank's `obj` (plain data), through the store: no numpy, no collective."""
+        return _all_gather(obj, "agree")
 
     def sync(self, thread_wait_s: float = 10.0) -> list[str]:
         """Device-wide synchronize; on CPU, wait for threads the candidate started (the CPU

@@ -78,9 +78,7 @@ class Rank:
             self.shield.armed = False
 
     def agree(self, obj: object) -> list:
-        out = [None] * self.world
-        self.clocks.all_gather_object(out, obj)
-        return out
+        return self.clocks.all_gather(obj)
 
     def agree_max(self, x: float) -> float:
         return max(self.agree(float(x)))
@@ -193,7 +191,7 @@ class Rank:
             return self.harness.inputs(self.job.sizes[size], self.rank, self.world, gen, self.device, self.dtype,
                                        **extra)
         except Exception as e:  # a harness bug, not the candidate's
-            self.die("runtime_error", f"harness.inputs() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
+            self.die("harness_error", f"harness.inputs() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
 
     def call_reference(self, args: tuple, phase: str) -> Any:
         self.files.heartbeat(f"{phase}, reference call")
@@ -300,7 +298,7 @@ class Rank:
         try:
             record["cost"] = {k: float(v) for k, v in self.harness.cost(self.job.sizes[size], self.world, self.dtype).items()}
         except Exception as e:
-            self.die("runtime_error", f"harness.cost() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
+            self.die("harness_error", f"harness.cost() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
         first_call = True
         t0 = time.perf_counter()
         expected = None
@@ -447,7 +445,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         rank.write_failure(f)
     except BaseException as e:  # noqa: BLE001 - anything not caught above is the harness's or a torn-down peer's
         code = 3
-        rank.write_failure(ItemFailed("runtime_error", f"{type(e).__name__}: {e}", "harness", e))
+        rank.write_failure(ItemFailed("harness_error", f"{type(e).__name__}: {e}", "harness", e))
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

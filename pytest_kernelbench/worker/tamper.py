@@ -29,7 +29,7 @@ TORCH_NAMES = ("equal", "isnan", "isinf", "isfinite", "allclose", "isclose", "ab
                "get_default_dtype", "set_default_dtype", "is_grad_enabled", "set_grad_enabled")
 CUDA_NAMES = ("synchronize", "Event", "Stream", "current_stream", "current_device", "set_device", "set_stream",
               "get_device_properties", "is_available", "is_initialized", "device_count")
-HARNESS_MODULES = ("main", "guards", "tamper", "shield", "clocks", "compare", "timing", "files", "native")
+HARNESS_MODULES = ("main", "guards", "tamper", "shield", "clocks", "compare", "timing", "files", "native", "exchange")
 STDLIB_MODULES = ("builtins", "time", "os", "posixpath", "threading", "statistics", "math", "json", "hashlib",
                   "hmac", "pickle", "io", "traceback", "numbers", "secrets", "datetime")
 

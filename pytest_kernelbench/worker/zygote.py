@@ -105,7 +105,7 @@ def main() -> None:
     # what every rank imports; nothing here touches CUDA (fork would copy a dead context)
     import torch  # noqa: F401
     import torch.distributed  # noqa: F401
-    from . import checks, clocks, compare, failures, guards, main as _main, native, safety, shield, tamper, timed, timing  # noqa: F401
+    from . import checks, clocks, compare, exchange, failures, guards, main as _main, native, safety, shield, tamper, timed, timing  # noqa: F401
     serve()
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from cheatlib import HONEST, rank_logs, tree_digest
-from kbrun import by_problem, leftover_processes, make_tree, run
+from kbrun import explain, by_problem, leftover_processes, make_tree, run
 
 TIMEOUT_S = 40
 THREAD_WORK_S = 0.004
@@ -545,6 +545,6 @@ def test_hardcoded_shape_fails_on_the_other_size(judged):
 @pytest.mark.parametrize("name", ["exit0_rank1", "fake_result", "fake_result_shell"])
 def test_early_exit_or_fake_result_never_passes(judged, name):
     it = item(judged, name)
-    assert it["outcome"] == "failed", it
+    assert it["outcome"] == "failed", explain(it)
     assert it["failure"] in ("crash", "runtime_error", "forbidden_call"), it["message"]
     assert "score" not in it or it["score"] is None

@@ -1,0 +1,61 @@
+"""`pytest --help` with the plugin installed: it works (argparse %-formats every help text, and
+one stray % once broke `pytest -h` for every project in the venv), and it shows every --kb-*
+option with its default."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+import subprocess
+import sys
+
+from kbrun import inner_env, plugin_args
+
+from pytest_kernelbench.plugin import OPTIONS, help_text
+
+
+def _help() -> str:
+    proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "--help"],
+                          capture_output=True, text=True, timeout=120, env=inner_env(COLUMNS="200"))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def _blocks(text: str) -> dict[str, str]:
+    """--kb-NAME -> its help, whitespace collapsed (argparse wraps long help over lines)."""
+    out: dict[str, str] = {}
+    current = None
+    for line in text.splitlines():
+        m = re.match(r"^  (--kb-[a-z-]+)", line)
+        if m:
+            current = m.group(1)
+            out[current] = line[m.end():]
+        elif current and line.startswith("      "):
+            out[current] += " " + line.strip()
+        else:
+            current = None
+    return {k: " ".join(v.split()) for k, v in out.items()}
+
+
+def test_help_shows_every_option_with_its_default():
+    blocks = _blocks(_help())
+    for name, _, _, _ in OPTIONS:
+        assert f"--kb-{name}" in blocks, f"--kb-{name} missing from pytest --help"
+        want = help_text(name).rsplit("(default:", 1)[1]
+        assert f"(default:{want}" in blocks[f"--kb-{name}"], (name, blocks[f"--kb-{name}"])
+    assert "speedup:5%,pass" in blocks["--kb-compare-fail"]    # a literal %, shown once, not %%
+
+
+def test_every_help_text_survives_argparse_formatting():
+    """The same formatting argparse applies, per option, so a new help text with a lone % fails here
+    by name rather than as a crash of `pytest -h`."""
+    for name, _, _, _ in OPTIONS:
+        text = help_text(name).replace("%", "%%")
+        assert text % {"default": None, "dest": name, "prog": "pytest"} == help_text(name), name
+
+
+def test_the_readme_option_table_is_the_options_table():
+    from pytest_kernelbench.plugin import README_MARKS, options_markdown
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert README_MARKS[0] in readme, "README.md lost its option table markers"
+    block = readme.split(README_MARKS[0], 1)[1].split(README_MARKS[1], 1)[0].strip()
+    assert block == options_markdown(), "README option table drifted: run `python -m pytest_kernelbench.plugin`"
