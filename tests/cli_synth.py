@@ -32,13 +32,13 @@ def sizes(speedups: list[float], width: float = 0.02, t_ref: float = 1e-3) -> li
 
 def record(problem: str, outcome: str, speedups: list[float] | None = None, *, width: float = 0.02,
            device: str = "cuda", failure: str | None = None, message: str = "", sample=None, rnd=None,
-           model: str | None = None, run_id: str = "run") -> dict:
+           model: str | None = None, run_id: str = "run", label: str = "self-check") -> dict:
     cat, diff, par, libs = PROBLEMS[problem]
     rec = {"nodeid": f"problems/{problem}/problem.yaml::test_problem[{problem}]", "problem": problem,
            "title": problem, "category": cat, "parallelism": par, "difficulty": diff, "libraries": libs,
            "sample": sample, "round": rnd, "device": device, "world_size": 4, "outcome": outcome,
            "failure": failure, "message": message, "run_id": run_id,
-           "candidate": {"kind": "llm" if model else "reference", "label": f"llm:{model}" if model else "self-check",
+           "candidate": {"kind": "llm" if model else "reference", "label": f"llm:{model}" if model else label,
                          "origin": "", "sha256": None, **({"model": model} if model else {})}}
     if outcome == "passed" and device == "cpu":
         rec.update(sizes=sizes([1.0]), score=None, verdict=None, band=None, speed="cpu: not a speed",
@@ -119,6 +119,22 @@ def cpu_reference(tmp: Path, name: str = "cpu.json", ring: str = "passed") -> Pa
     recs = [record("collective/all_reduce", "passed", device="cpu"),
             record("p2p/ring_exchange", ring, device="cpu", failure=None if ring == "passed" else "mismatch")]
     return write(tmp / name, recs, CPU, {"candidate": "reference", "model": None})
+
+
+def auto_run(tmp: Path, name: str, labels: dict[str, str], machine: dict = H200) -> Path:
+    """A `--kb-candidate=auto` run: each problem's candidate is what auto found for it there
+    (`labels`: problem -> "self-check" or "shipped:NAME")."""
+    recs = [record(p, "passed", [1.3 if lb.startswith("shipped") else 1.0] * 2, label=lb) for p, lb in labels.items()]
+    return write(tmp / name, recs, machine, {"candidate": "auto", "model": None})
+
+
+def only(path: Path, problems: set[str], name: str) -> Path:
+    """A copy of the report at `path` holding only the records of `problems` (a partial rerun)."""
+    doc = json.loads(path.read_text())
+    doc["items"] = [i for i in doc["items"] if i["problem"] in problems]
+    out = path.with_name(name)
+    out.write_text(json.dumps(doc))
+    return out
 
 
 def env() -> dict[str, str]:

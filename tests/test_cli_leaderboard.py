@@ -1,6 +1,8 @@
 """`kernelbench leaderboard` on synthetic runs of two models and a CPU run: every number checked
 against values computed by hand (GM over sizes, then over passed items; PASS+Good; fast_p; the
-unbiased pass@k; USD per problem; cumulative pass by round), and the CPU run shown as no speed."""
+unbiased pass@k; USD per problem; cumulative pass by round), and the CPU run shown as no speed.
+What the board is made of: a file that is not a report is skipped, one `auto` candidate is one row,
+a run that counted nothing makes none, and a later report's replacing records is said."""
 from __future__ import annotations
 
 import json
@@ -72,10 +74,11 @@ def test_model_b_and_the_ranking(board):
     # ranked by Pass x GM: model-b 0.730 before model-a 0.585; the CPU run unranked after them
     rows = [ln for ln in md.split("## Leaderboard", 1)[1].split("\n## ", 1)[0].splitlines() if ln.startswith("| ")][1:]
     assert [r.split("|")[2].strip() for r in rows] == ["prov/model-b", "prov/model-a", "reference (self-check)"]
+    # columns: # name machine problems pass-rate GM Pass-x-GM fast_1 PASS+Good pass@1 pass@k $
     assert _row(md, "prov/model-b") == ["1", "prov/model-b", "4x NVIDIA H200, W=4", "3", "66.7% (2/3)", "1.095x",
-                                        "0.730", "66.7%", "33.3%", "-", "-", "$0.0300"]
+                                        "0.730", "33.3%", "66.7%", "-", "-", "$0.0300"]
     assert _row(md, "prov/model-a")[:12] == ["2", "prov/model-a", "4x NVIDIA H200, W=4", "3", "50.0% (3/6)",
-                                             "1.170x", "0.585", "33.3%", "16.7%", "0.500", "0.667 (k=2)", "$0.0267"]
+                                             "1.170x", "0.585", "16.7%", "33.3%", "0.500", "0.667 (k=2)", "$0.0267"]
 
 
 def test_cpu_run_shows_no_speed_never_zero_or_one(board):
@@ -115,21 +118,96 @@ def test_a_cut_short_run_reads_from_its_jsonl(runs):
     assert scores[0].entry.name == "prov/model-a" and scores[0].aggregates["passed"] == 3
 
 
-def test_bad_report_is_one_line(tmp_path, capsys):
+def test_no_report_at_all_is_a_usage_error(tmp_path, capsys):
     bad = tmp_path / "x.json"
     bad.write_text("{}")
     assert main.main(["leaderboard", str(bad)]) == 2
-    assert capsys.readouterr().err.strip() == f"kernelbench leaderboard: {bad}: not a kernelbench report (no item list)"
+    assert capsys.readouterr().err.splitlines() == [
+        f"kernelbench leaderboard: skipped {bad}: not a kernelbench report (no item list)",
+        "kernelbench leaderboard: no report with a counted item among 1 file(s)"]
 
 
-def test_committed_leaderboard_is_up_to_date():
-    """reports/leaderboard/leaderboard.md is the command's output for the reports it names."""
+def test_a_file_that_is_not_a_report_is_skipped_with_a_warning(tmp_path, capsys):
+    """A calibration record lies beside the reports (reports/baselines/*-calibration.json): a glob
+    over the folder must still give the board."""
+    good = synth.model_b(tmp_path)
+    calibration = tmp_path / "h200x4-calibration.json"
+    calibration.write_text(json.dumps({"gpus": 4, "gpu_model": "NVIDIA H200", "hbm_bw": 4.2e12}))
+    garbled = tmp_path / "cut.json"
+    garbled.write_text('{"items": [')
+    assert main.main(["leaderboard", str(calibration), str(good), str(garbled)]) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"kernelbench leaderboard: skipped {calibration}: not a kernelbench report (no item list)",
+        f"kernelbench leaderboard: skipped {garbled}: not JSON (Expecting value: line 1 column 12 (char 11))"]
+    assert _row(out, "prov/model-b")[:2] == ["1", "prov/model-b"]
+    assert f"- `{calibration}`: no row: not a kernelbench report (no item list)" in out
+
+
+def test_one_auto_candidate_is_one_row_whatever_its_items_happened_to_use(tmp_path):
+    """`auto` runs a shipped solution where one runs here, else the self-check: two runs of it over
+    different selections are one candidate, not a "reference" row and an "auto: ..." row."""
+    fusion = synth.auto_run(tmp_path, "fusion.json", {"fusion/matmul_reduce_scatter": "self-check"})
+    collective = synth.auto_run(tmp_path, "collective.json", {"collective/all_reduce": "shipped:symm_mem",
+                                                              "p2p/ring_exchange": "self-check"})
+    reference = synth.cpu_reference(tmp_path)         # --kb-candidate=reference, another machine
+    entries = reports.entries([reports.load(p) for p in (fusion, collective, reference)])
+    assert sorted((e.name, e.machine, len(e.items)) for e in entries) == [
+        ("auto (self-check, shipped:symm_mem)", "4x NVIDIA H200, W=4", 3),
+        ("reference (self-check)", "CPU (gloo), W=4", 2)]
+
+
+def test_a_run_that_counted_nothing_makes_no_row(tmp_path, capsys):
+    skipped = synth.write(tmp_path / "skips.json", [synth.record("ep/moe_dispatch", "skipped", message="needs 8 GPUs")],
+                          synth.H200, {"candidate": "auto", "model": None})
+    good = synth.model_b(tmp_path)
+    assert main.main(["leaderboard", str(skipped), str(good), "--json", str(tmp_path / "lb.json")]) == 0
+    out, err = capsys.readouterr()
+    assert [e["name"] for e in json.loads((tmp_path / "lb.json").read_text())] == ["prov/model-b"]
+    assert err.strip() == f"kernelbench leaderboard: skipped {skipped}: no counted item (1 skipped)"
+    rows = [ln for ln in out.split("## Leaderboard", 1)[1].split("\n## ", 1)[0].splitlines() if ln.startswith("| ")]
+    assert len(rows) == 2            # the header and model-b
+
+
+def test_a_later_report_replacing_records_is_said_on_the_board(tmp_path, capsys):
+    """A rerun of one problem replaces the first run's record of it; the board says which report
+    won for how many items, in the order the reports were given."""
+    first = synth.model_b(tmp_path, "b1.json")
+    rerun = synth.only(synth.model_b(tmp_path, "b2-full.json", all_reduce=(1.5, 1.5)), {"collective/all_reduce"},
+                       "b2.json")
+    assert main.main(["leaderboard", str(first), str(rerun), "--json", str(tmp_path / "lb.json")]) == 0
+    out = capsys.readouterr().out
+    assert f"- `{first}`: prov/model-b: 4 items, 3 kept, 1 replaced by later reports (`{rerun}` 1)" in out
+    assert f"- `{rerun}`: prov/model-b: 1 item" in out
+    assert "a later report replaced: see Reports" in out.split("## Speed")[0]
+    entry = json.loads((tmp_path / "lb.json").read_text())[0]
+    assert entry["replaced"] == {str(first): {str(rerun): 1}}
+    # given the other way round, the first run's record wins
+    assert main.main(["leaderboard", str(rerun), str(first)]) == 0
+    assert f"- `{rerun}`: prov/model-b: 1 item, 0 kept, 1 replaced by later reports (`{first}` 1)" in \
+        capsys.readouterr().out
+
+
+def test_fast_1_sits_beside_pass_x_gm_and_reads_the_runs_aggregate(board):
+    numbers, md = board
+    header = [c.strip() for c in md.split("## Leaderboard", 1)[1].split("\n")[2].strip("|").split("|")]
+    assert header[header.index("Pass x GM") + 1] == "fast_1"
+    score = leaderboard.ranked(reports.entries([reports.load(p) for p in numbers["prov/model-b"]["sources"]]))[0]
+    row = leaderboard.main_table([score]).rows[0]
+    assert row[header.index("fast_1")] == "33.3%"                 # older reports: fast_p at 1
+    score.aggregates["fast_1"] = 0.25                             # the run's own fast_1 (issue 24) wins
+    assert leaderboard.main_table([score]).rows[0][header.index("fast_1")] == "25.0%"
+
+
+def test_committed_leaderboard_is_up_to_date(monkeypatch):
+    """reports/leaderboard/leaderboard.md is the command's output for the files it lists."""
     committed = (REPO / "reports" / "leaderboard" / "leaderboard.md").read_text()
-    sources = [s.strip("` ") for s in committed.rsplit("Reports: ", 1)[1].strip().split(",")]
-    docs = [reports.load(REPO / s) for s in sources]
-    for doc, src in zip(docs, sources):
-        doc["path"] = src
-    scores = leaderboard.ranked(reports.entries(docs))
-    assert leaderboard.markdown(leaderboard.tables(scores), sources) == committed, (
-        "regenerate: python -m pytest_kernelbench.cli leaderboard " + " ".join(sources)
+    listed = committed.rsplit("## Reports", 1)[1]
+    sources = [ln.split("`")[1] for ln in listed.splitlines() if ln.startswith("- `")]
+    monkeypatch.chdir(REPO)                      # the board names the files as given, from the root
+    board = reports.board(sources)
+    scores = leaderboard.ranked(board.entries)
+    text = leaderboard.markdown(leaderboard.tables(scores), leaderboard.report_lines(scores, board))
+    assert text == committed, (
+        "regenerate (from the root): python -m pytest_kernelbench.cli leaderboard " + " ".join(sources)
         + " --md reports/leaderboard/leaderboard.md --html reports/leaderboard/index.html")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from .. import metrics
 from ..problem import DIFFICULTIES
-from .reports import Entry
+from .reports import Board, Entry
 
 NA = "n/a"        # a speed figure of an entry that measured no speed: never shown as 0 or 1
 BREAKDOWN_TITLES = {"category": "category", "parallelism": "parallelism", "difficulty": "difficulty",
@@ -31,7 +31,8 @@ class Score:
         return {"name": self.entry.name, "machine": self.entry.machine, "sources": self.entry.sources,
                 "problems": self.problems, "aggregates": self.aggregates, "breakdowns": self.breakdowns,
                 "usd_per_problem": self.usd_per_problem, "pass_by_round": self.pass_by_round,
-                "no_speed": self.no_speed}
+                "no_speed": self.no_speed,
+                "replaced": {earlier: dict(later) for earlier, later in self.entry.replaced.items()}}
 
 
 @dataclass
@@ -89,6 +90,12 @@ def _samples(s: Score) -> tuple[str, str, str]:
             f"{num(samples.get(f'fast_1@{k}'))} (k={k})")
 
 
+def fast_1(aggregates: dict) -> float | None:
+    """The run's fast_1 where metrics.py gives it, else fast_p at 1 (reports written before)."""
+    value = aggregates.get("fast_1")
+    return value if isinstance(value, (int, float)) else (aggregates.get("fast_p") or {}).get("1.0")
+
+
 def main_table(scores: list[Score]) -> Table:
     rows = []
     rank = 0
@@ -103,13 +110,15 @@ def main_table(scores: list[Score]) -> Table:
         rows.append([str(rank) if ranked_ else "-", s.entry.name, s.entry.machine, str(s.problems),
                      f"{pct(a.get('pass_rate'))} ({a['passed']}/{a['total']})",
                      s.no_speed or num(a.get("gm_speedup"), "{:.3f}x"),
-                     num(a.get("pass_x_gm")), pct(a.get("pass_good")), pct((a.get("fast_p") or {}).get("1.0")),
-                     p1, pk, usd_cell])
-    note = ("Pass x GM = pass rate x GM-speedup (GM over sizes per item, then over passed items); "
+                     num(a.get("pass_x_gm")), pct(fast_1(a)), pct(a.get("pass_good")), p1, pk, usd_cell])
+    note = ("Pass x GM = pass rate x GM-speedup (GM over sizes per item, then over passed items); fast_1: "
+            "counted items that passed faster than the reference; "
             f"{NA}: no speed was measured (CPU runs time gloo, which is not a speed). pass@k with several "
             "samples per problem (unbiased estimator). * some calls unpriced.")
+    if any(s.entry.replaced for s in scores):
+        note += " Some rows merge reports whose records of the same item a later report replaced: see Reports."
     return Table("Leaderboard", ["#", "model / candidate", "machine", "problems", "pass rate", "GM-speedup",
-                                 "Pass x GM", "PASS+Good", "fast_1", "pass@1", "pass@k", "$ / problem"], rows, note,
+                                 "Pass x GM", "fast_1", "PASS+Good", "pass@1", "pass@k", "$ / problem"], rows, note,
                  key="leaderboard")
 
 
@@ -125,7 +134,7 @@ def speed_table(scores: list[Score]) -> Table:
                      pct(a.get("roofline_gm")), tier_cell, str(a.get("skipped", 0)), failures])
     return Table("Speed, verdict tiers and failures",
                  ["model / candidate", *(f"fast_{p:g}" for p in metrics.FAST_P), "fast_1@k", "roofline GM",
-                  "better/on_par/degraded/severe", "skipped", "failures"], rows,
+                  "better / on_par / degraded / severe", "skipped", "failures"], rows,
                  "fast_p = passed items with score > p over counted items; roofline GM over passed items.",
                  key="speed")
 
@@ -178,7 +187,29 @@ def tables(scores: list[Score]) -> list[Table]:
     return out
 
 
-def markdown(tabs: list[Table], sources: list[str] | None = None) -> str:
+def report_lines(scores: list[Score], board: Board) -> list[tuple[str, str]]:
+    """(report, what became of it), in the order given: the row it feeds and, where a later report
+    of the same row replaced some of its records, by which report and for how many items."""
+    said: dict[str, str] = {}
+    for s in scores:
+        e = s.entry
+        for src in dict.fromkeys(e.sources):
+            text = f"{s.label}: {e.read[src]} item" + ("" if e.read[src] == 1 else "s")
+            later = e.replaced.get(src)
+            if later:
+                text += (f", {e.kept(src)} kept, {sum(later.values())} replaced by later reports ("
+                         + ", ".join(f"`{lt}` {n}" for lt, n in later.items()) + ")")
+            said[src] = text
+    for path, why in board.unused:
+        said[path] = f"no row: {why}"
+    return [(path, said[path]) for path in dict.fromkeys(board.paths) if path in said]
+
+
+REPORTS_NOTE = ("In the order given. Reports of one model or candidate on one machine make one row; where two "
+                "hold a record of the same problem and sample, the later report's record replaces the earlier one's.")
+
+
+def markdown(tabs: list[Table], reports: list[tuple[str, str]] | None = None) -> str:
     parts = []
     for t in tabs:
         lines = [f"## {t.title}", "", "| " + " | ".join(t.header) + " |", "|" + "---|" * len(t.header)]
@@ -186,6 +217,6 @@ def markdown(tabs: list[Table], sources: list[str] | None = None) -> str:
         if t.note:
             lines += ["", t.note]
         parts.append("\n".join(lines))
-    if sources:
-        parts.append("Reports: " + ", ".join(f"`{s}`" for s in sources))
+    if reports:
+        parts.append("\n".join(["## Reports", "", REPORTS_NOTE, ""] + [f"- `{p}`: {text}" for p, text in reports]))
     return "\n\n".join(parts) + "\n"

@@ -23,10 +23,15 @@ USAGE = 2
 
 
 def _leaderboard(a: argparse.Namespace) -> int:
-    scores = leaderboard.ranked(reports.entries([reports.load(p) for p in a.reports]))
+    board = reports.board(a.reports)
+    for path, why in board.unused:
+        print(f"kernelbench leaderboard: skipped {path}: {why}", file=sys.stderr)
+    if not board.entries:
+        raise ValueError(f"no report with a counted item among {len(board.paths)} file(s)")
+    scores = leaderboard.ranked(board.entries)
     tabs = leaderboard.tables(scores)
-    sources = [src for s in scores for src in s.entry.sources]
-    text = leaderboard.markdown(tabs, sources)
+    listed = leaderboard.report_lines(scores, board)
+    text = leaderboard.markdown(tabs, listed)
     print(text, end="")
     if a.md:
         _write(a.md, text)
@@ -43,11 +48,14 @@ def _leaderboard(a: argparse.Namespace) -> int:
             print(f"kernelbench: {missing} (the page has the tables only)", file=sys.stderr)
     if a.png and drawn:
         Path(a.png).mkdir(parents=True, exist_ok=True)
-        for stem, _, png in drawn:
-            (Path(a.png) / f"{stem}.png").write_bytes(png)
+        for plot in drawn:
+            if plot.png:
+                (Path(a.png) / f"{plot.stem}.png").write_bytes(plot.png)
+            else:
+                print(f"kernelbench leaderboard: no {plot.stem}.png: {plot.note}", file=sys.stderr)
     if a.html:
         from . import html
-        _write(a.html, html.page(tabs, drawn, sources, missing))
+        _write(a.html, html.page(tabs, drawn, listed, missing))
     return 0
 
 
@@ -105,7 +113,9 @@ def parser() -> argparse.ArgumentParser:
                                  epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     lb = sub.add_parser("leaderboard", help="one row per model/candidate: markdown on stdout, --html, --png")
-    lb.add_argument("reports", nargs="+", help="JSON reports (or the JSONL of a cut-short run)")
+    lb.add_argument("reports", nargs="+", help="JSON reports (or the JSONL of a cut-short run); where two hold "
+                    "the same item of one row, the later one's record counts; a file that is not a report "
+                    "is skipped with a warning")
     lb.add_argument("--html", help="write a self-contained page with the tables and plots")
     lb.add_argument("--png", help="write the plots into this folder (needs matplotlib: the extra 'plot')")
     lb.add_argument("--md", help="also write the markdown to this file")

@@ -1,11 +1,16 @@
 """The leaderboard's plots, drawn with matplotlib's Agg canvas (no display, no pyplot state):
 pass rate and GM-speedup by category and by difficulty, speedups by verdict tier, cumulative pass
-by refinement round, and the roofline of candidate against reference. matplotlib is the optional
-extra `plot`, imported only here and only when a plot is asked for."""
+by refinement round, and the roofline of candidate against reference. A plot with nothing to show
+(no speed on CPU, one round only) is left out with the reason, never drawn as an empty frame.
+Legends sit outside the axes, in the columns that fit, the figure grown to hold them: they cover
+no point and are never cut off. matplotlib is the optional extra `plot`, imported only here and
+only when a plot is asked for."""
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from .. import metrics
 from .leaderboard import Score, tag_order
@@ -17,152 +22,223 @@ if TYPE_CHECKING:
 MISSING = "plots need matplotlib: pip install 'pytest-kernelbench[plot]'"
 TIER_COLORS = {"better": "#2ca02c", "on_par": "#1f77b4", "degraded": "#ff7f0e", "severely_degraded": "#d62728"}
 DPI = 80          # small PNGs: they are committed and embedded in the page
+WIDE = 8.0        # inches: two of these side by side fit a 1400 px page
+NO_SPEED = "no entry measured speed (cpu: not a speed)"
+LOG_TICKS = (0.001, 0.01, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)
 
 
 class PlotsUnavailable(Exception):
     pass
 
 
-def _figure(width: float = 7.0, height: float = 3.6):
+@dataclass
+class Plot:
+    """One plot of the page: its PNG, or None with why it was left out (`note` may also say
+    which part of a drawn plot was left out)."""
+    stem: str
+    title: str
+    png: bytes | None
+    note: str = ""
+
+
+def _figure(width: float, height: float) -> Figure:
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
         raise PlotsUnavailable(MISSING) from None
-    fig = Figure(figsize=(width, height), dpi=DPI)
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
 def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
-    if not fig.legends:
-        fig.tight_layout()
     fig.savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
 
 
-def _empty(ax: Axes, text: str) -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#555555")
-    ax.set_xticks([])
-    ax.set_yticks([])
+def colors(scores: list[Score]) -> dict[str, Any]:
+    """One colour per entry, the same in every plot (tab20 once tab10 would repeat)."""
+    from matplotlib import colormaps
+    cmap = colormaps["tab10" if len(scores) <= 10 else "tab20"]
+    return {s.label: cmap(n % cmap.N) for n, s in enumerate(scores)}
 
 
-def _bars(ax: Axes, scores: list[Score], key: str, value: str, ylabel: str) -> None:
-    """Grouped bars: one group per tag of `key`, one bar per entry."""
-    tags = tag_order(key, {t for s in scores for t in s.breakdowns.get(key, {})})
-    shown = [s for s in scores if any(s.breakdowns.get(key, {}).get(t, {}).get(value) is not None for t in tags)]
-    if not tags or not shown:
-        _empty(ax, "cpu: not a speed (no entry measured speed)" if value == "gm_speedup" else "no data")
+def short(label: str) -> str:
+    return label.replace("NVIDIA ", "")
+
+
+def legend_outside(fig: Figure, handles: list, labels: list[str], where: str = "lower", most: int = 3) -> None:
+    """The legend under (or over) the axes in as many columns (at most `most`) as fit the
+    figure's width; the figure grows by the legend's height, so the axes keep theirs."""
+    if not handles:
         return
-    width = 0.8 / len(shown)
+    height = fig.get_figheight()
+    legend = None
+    for ncol in range(min(most, len(handles)), 0, -1):
+        legend = fig.legend(handles, labels, loc="outside upper center" if where == "upper" else "outside lower center",
+                            ncol=ncol, fontsize=7, frameon=False)
+        fig.canvas.draw()
+        if legend.get_window_extent().width <= 0.98 * fig.bbox.width or ncol == 1:
+            break
+        legend.remove()
+    assert legend is not None
+    fig.set_figheight(height + legend.get_window_extent().height / fig.dpi + 0.1)
+
+
+def _bars(ax: Axes, scores: list[Score], tags: list[str], key: str, value: str, color: dict) -> list[Score]:
+    """Grouped bars: one group per tag of `key`, one bar per entry that has a value there."""
+    shown = [s for s in scores if any(s.breakdowns.get(key, {}).get(t, {}).get(value) is not None for t in tags)]
+    width = 0.8 / max(len(shown), 1)
     for n, s in enumerate(shown):
         ys = [s.breakdowns[key].get(t, {}).get(value) for t in tags]
         xs = [i + n * width - 0.4 + width / 2 for i in range(len(tags))]
         ax.bar([x for x, y in zip(xs, ys) if y is not None], [y for y in ys if y is not None], width,
-               label=s.label[:48])
+               label=short(s.label), color=color[s.label])
     ax.set_xticks(range(len(tags)))
     ax.set_xticklabels(tags, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel(ylabel)
-    if value == "gm_speedup":
-        ax.axhline(1.0, color="#444444", lw=0.8, ls="--")
+    return shown
 
 
-def by_tag(scores: list[Score], key: str):
-    fig = _figure()
-    left, right = fig.subplots(1, 2)
-    _bars(left, scores, key, "pass_rate", "pass rate")
-    left.set_ylim(0, 1.05)
-    _bars(right, scores, key, "gm_speedup", "GM-speedup (passed)")
-    handles, labels = left.get_legend_handles_labels()
-    if handles:
-        fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=min(3, len(handles)), frameon=False)
-        fig.tight_layout(rect=(0, 0.1, 1, 0.93))
-    fig.suptitle(f"by {key.rstrip('s') if key == 'libraries' else key}", fontsize=10)
-    return fig
+def by_tag(scores: list[Score], key: str) -> tuple[Figure | None, str]:
+    """Pass rate by tag, and GM-speedup by tag beside it where any entry measured speed."""
+    counted = {t for s in scores for t, g in s.breakdowns.get(key, {}).items() if g.get("total")}
+    tags = tag_order(key, counted)
+    if not tags:
+        return None, "no counted item"
+    speed = any(g.get("gm_speedup") is not None for s in scores for g in s.breakdowns.get(key, {}).values())
+    fig = _figure(WIDE if speed else WIDE / 2 + 0.6, 3.0)
+    axes = fig.subplots(1, 2) if speed else [fig.subplots()]
+    color = colors(scores)
+    shown = _bars(axes[0], scores, tags, key, "pass_rate", color)
+    axes[0].set_ylim(0, 1.05)
+    axes[0].set_ylabel("pass rate")
+    if speed:
+        _bars(axes[1], scores, tags, key, "gm_speedup", color)
+        axes[1].set_ylabel("GM-speedup (passed)")
+        axes[1].axhline(1.0, color="#444444", lw=0.8, ls="--")
+    fig.suptitle(f"by {'library' if key == 'libraries' else key}", fontsize=10)
+    legend_outside(fig, [_patch(color[s.label]) for s in shown], [short(s.label) for s in shown])
+    return fig, "" if speed else f"GM-speedup left out: {NO_SPEED}"
 
 
-def speedup_tiers(scores: list[Score]):
-    """Each passed item's score, one column per entry, coloured by its verdict tier."""
-    fig = _figure()
-    ax = fig.subplots()
+def _patch(color: Any) -> Any:
+    from matplotlib.patches import Patch
+    return Patch(color=color)
+
+
+def _log_ticks(ax: Axes, axis: str, lo: float, hi: float) -> None:
+    ticks = [t for t in LOG_TICKS if lo <= t <= hi] or [1]
+    (ax.set_xticks if axis == "x" else ax.set_yticks)(ticks)
+    (ax.set_xticklabels if axis == "x" else ax.set_yticklabels)([f"{t:g}" for t in ticks])
+
+
+def speedup_tiers(scores: list[Score]) -> tuple[Figure | None, str]:
+    """Each passed item's score, one line per entry (the first ranked on top), coloured by its
+    verdict tier; the tier bounds as dotted lines."""
     timed = [s for s in scores if s.no_speed is None]
     if not timed:
-        _empty(ax, "cpu: not a speed (no entry measured speed)")
-        return fig
-    for x, s in enumerate(timed):
-        passed = [i for i in s.entry.items if i.get("outcome") == "passed" and i.get("score")]
-        for n, i in enumerate(sorted(passed, key=lambda i: i["score"])):
-            jitter = ((n % 15) - 7) * 0.025
-            ax.scatter(x + jitter, i["score"], s=14, color=TIER_COLORS.get(i.get("verdict") or "", "#7f7f7f"))
-    for name, lower in metrics.TIERS[:-1]:
-        ax.axhline(lower, color=TIER_COLORS[name], lw=0.7, ls=":")
-    for name, color in TIER_COLORS.items():
-        ax.scatter([], [], color=color, label=name, s=14)
-    ax.set_yscale("log")
-    ticks = [0.5, 0.6, 0.95, 1.2, 1.5, 2, 3, 4]
-    ax.set_yticks(ticks)
-    ax.set_yticklabels([f"{v:g}" for v in ticks])
-    ax.minorticks_off()
-    ax.set_xlim(-0.5, len(timed) - 0.5)
-    ax.set_xticks(range(len(timed)))
-    ax.set_xticklabels([s.label[:48] for s in timed], rotation=15, ha="right", fontsize=8)
-    ax.set_ylabel("speedup (GM over sizes)")
-    ax.legend(fontsize=7)
-    ax.set_title("speedup by verdict tier", fontsize=10)
-    return fig
-
-
-def refinement(scores: list[Score]):
-    fig = _figure(5.0, 3.4)
+        return None, NO_SPEED
+    fig = _figure(WIDE, 0.9 + 0.28 * len(timed))
     ax = fig.subplots()
-    shown = [s for s in scores if s.pass_by_round]
+    values = []
+    for y, s in enumerate(reversed(timed)):
+        passed = sorted((i for i in s.entry.items if i.get("outcome") == "passed" and i.get("score")),
+                        key=lambda i: i["score"])
+        for n, i in enumerate(passed):
+            values.append(i["score"])
+            ax.scatter(i["score"], y + ((n % 7) - 3) * 0.06, s=10,
+                       color=TIER_COLORS.get(i.get("verdict") or "", "#7f7f7f"))
+    for name, lower in metrics.TIERS[:-1]:
+        ax.axvline(lower, color=TIER_COLORS[name], lw=0.7, ls=":")
+    ax.set_xscale("log")
+    lo, hi = min(values, default=0.5), max(values, default=2)
+    ax.set_xlim(min(lo, 0.5) / 1.2, max(hi, 2) * 1.2)
+    _log_ticks(ax, "x", *ax.get_xlim())
+    ax.minorticks_off()
+    ax.set_ylim(-0.6, len(timed) - 0.4)
+    ax.set_yticks(range(len(timed)))
+    ax.set_yticklabels([short(s.label) for s in reversed(timed)], fontsize=7)
+    ax.set_xlabel("speedup (GM over sizes); dotted: tier bounds 0.6, 0.95, 1.2")
+    ax.set_title("speedup by verdict tier", fontsize=10)
+    tiers = list(TIER_COLORS)
+    legend_outside(fig, [_dot(TIER_COLORS[t]) for t in tiers], tiers, "upper", most=4)
+    return fig, ""
+
+
+def _dot(color: Any) -> Any:
+    from matplotlib.lines import Line2D
+    return Line2D([], [], marker="o", ls="", color=color, markersize=4)
+
+
+def refinement(scores: list[Score]) -> tuple[Figure | None, str]:
+    shown = [s for s in scores if len(s.pass_by_round) > 1]
     if not shown:
-        _empty(ax, "no counted item")
-        return fig
+        return None, "every entry ran one refinement round: no round to compare"
+    fig = _figure(WIDE / 2 + 0.6, 3.0)
+    ax = fig.subplots()
+    color = colors(scores)
     for s in shown:
         rounds = range(1, len(s.pass_by_round) + 1)
-        ax.plot(list(rounds), s.pass_by_round, marker="o", label=s.label[:48])
+        ax.plot(list(rounds), s.pass_by_round, marker="o", color=color[s.label])
     ax.set_xlabel("refinement round")
     ax.set_ylabel("cumulative pass rate")
     ax.set_ylim(0, 1.05)
     ax.set_xticks(range(1, max(len(s.pass_by_round) for s in shown) + 1))
-    ax.legend(fontsize=7)
     ax.set_title("pass by refinement round", fontsize=10)
-    return fig
+    legend_outside(fig, [_dot(color[s.label]) for s in shown], [short(s.label) for s in shown])
+    return fig, ""
 
 
-def roofline(scores: list[Score]):
+def roofline(scores: list[Score]) -> tuple[Figure | None, str]:
     """Per passed item: reference roofline fraction (x) against the candidate's (y)."""
-    fig = _figure(5.0, 4.0)
-    ax = fig.subplots()
-    drawn = False
+    drawn = []
     for s in scores:
-        pts = [((i.get("roofline") or {}).get("reference"), (i.get("roofline") or {}).get("candidate"))
-               for i in s.entry.items if i.get("outcome") == "passed"]
-        pts = [(x, y) for x, y in pts if x and y]
+        pts: list[tuple[float, float]] = []
+        for i in s.entry.items:
+            fractions = i.get("roofline") or {}
+            x, y = fractions.get("reference"), fractions.get("candidate")
+            if i.get("outcome") == "passed" and x and y:
+                pts.append((float(x), float(y)))
         if pts:
-            drawn = True
-            ax.scatter([x for x, _ in pts], [y for _, y in pts], s=14, label=s.label[:48])
+            drawn.append((s, pts))
     if not drawn:
-        _empty(ax, "no roofline (cpu: not a speed)")
-        return fig
+        return None, "no passed item has a roofline fraction (cpu: not a speed)"
+    fig = _figure(WIDE / 2 + 0.6, 3.6)
+    ax = fig.subplots()
+    color = colors(scores)
+    for s, pts in drawn:
+        ax.scatter([x for x, _ in pts], [y for _, y in pts], s=12, color=color[s.label])
     ax.set_xscale("log")
     ax.set_yscale("log")
-    lo, hi = ax.get_xlim()
+    every = [v for _, pts in drawn for p in pts for v in p]
+    lo, hi = min(every) / 2, max(every) * 2
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
     ax.plot([lo, hi], [lo, hi], color="#444444", lw=0.8, ls="--")
+    ticks = [10.0 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
+    for setter in (ax.set_xticks, ax.set_yticks):
+        setter([t for t in ticks if lo <= t <= hi])
+    ax.minorticks_off()
     ax.set_xlabel("reference: fraction of roofline")
     ax.set_ylabel("candidate: fraction of roofline")
-    ax.legend(fontsize=7)
     ax.set_title("roofline: candidate vs reference", fontsize=10)
-    return fig
+    legend_outside(fig, [_dot(color[s.label]) for s, _ in drawn], [short(s.label) for s, _ in drawn])
+    return fig, ""
 
 
-def render(scores: list[Score]) -> list[tuple[str, str, bytes]]:
-    """(file stem, title, PNG bytes) of every plot; raises PlotsUnavailable without matplotlib."""
-    figs = [("category", "Pass rate and GM-speedup by category", by_tag(scores, "category")),
-            ("difficulty", "Pass rate and GM-speedup by difficulty", by_tag(scores, "difficulty")),
+def render(scores: list[Score]) -> list[Plot]:
+    """Every plot: drawn, or left out with the reason; raises PlotsUnavailable without matplotlib."""
+    _figure(1, 1)         # matplotlib or PlotsUnavailable, before any work
+    out = []
+    for key in ("category", "difficulty"):
+        fig, note = by_tag(scores, key)
+        what = "Pass rate" if note.startswith("GM-speedup") else "Pass rate and GM-speedup"
+        out.append(Plot(key, f"{what} by {key}", _png(fig) if fig else None, note))
+    for stem, title, (fig, note) in (
             ("speedup_tiers", "Speedup distribution by verdict tier", speedup_tiers(scores)),
             ("refinement", "Cumulative pass by refinement round", refinement(scores)),
-            ("roofline", "Roofline: candidate vs reference", roofline(scores))]
-    return [(stem, title, _png(fig)) for stem, title, fig in figs]
+            ("roofline", "Roofline: candidate vs reference", roofline(scores))):
+        out.append(Plot(stem, title, _png(fig) if fig else None, note))
+    return out

@@ -3,6 +3,7 @@ the leaderboard's entries: one per model or candidate on one machine."""
 from __future__ import annotations
 
 import json
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,24 +13,28 @@ from .. import metrics, report
 class ReportError(Exception):
     """A file that is not a readable kernelbench report: one line for the user."""
 
+    def __init__(self, path: str | Path, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.reason = reason
+
 
 def load(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
-        raise ReportError(f"{path}: no such report")
+        raise ReportError(path, "no such report")
     if path.suffix == ".jsonl":
         lines = report.read_jsonl(path)
         if not lines:
-            raise ReportError(f"{path}: no item lines")
+            raise ReportError(path, "no item lines")
         cfg: dict = next((r["run_config"] for r in lines if r.get("run_config")), {})
         return {"schema_version": None, "machine": {}, "items": lines, "path": str(path),
                 "config": {"run_id": lines[0].get("run_id"), "settings": cfg, "identity": cfg}}
     try:
         doc = json.loads(path.read_text())
     except (ValueError, UnicodeDecodeError) as e:
-        raise ReportError(f"{path}: not JSON ({e})") from None
+        raise ReportError(path, f"not JSON ({e})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
-        raise ReportError(f"{path}: not a kernelbench report (no item list)")
+        raise ReportError(path, "not a kernelbench report (no item list)")
     doc["path"] = str(path)
     return doc
 
@@ -44,29 +49,47 @@ def settings(doc: dict) -> dict:
     return config.get("settings") or config.get("identity") or {}
 
 
-def candidate_name(doc: dict) -> str:
-    """The model, else what chose the candidates (reference self-check, shipped solutions, a
-    directory)."""
+def candidate_key(doc: dict) -> str:
+    """What chose the candidates, as the run was asked (the model, the folder, the --kb-candidate
+    mode): a row's key. Never the labels the items happened to use, which vary with the selection
+    and the machine (`auto` runs a shipped solution where one runs here, else the self-check)."""
     s = settings(doc)
     recs = items(doc)
-    models = {(i.get("candidate") or {}).get("model") for i in recs} - {None}
+    models = {str(m) for i in recs if (m := (i.get("candidate") or {}).get("model"))}
     if s.get("model") or len(models) == 1:
-        return s.get("model") or models.pop()
+        return str(s.get("model") or models.pop())
     if s.get("solutions"):
         return "dir:" + Path(s["solutions"]).name
-    labels = sorted({(i.get("candidate") or {}).get("label") for i in recs} - {None})
-    mode = s.get("candidate") or "auto"
-    if labels == ["self-check"]:
+    if s.get("candidate"):
+        return str(s["candidate"])
+    # a report without its settings: only a self-check says what it was
+    return "reference" if _labels(recs) == ["self-check"] else "auto"
+
+
+def _labels(recs: list[dict]) -> list[str]:
+    return sorted({str(lb) for i in recs if (lb := (i.get("candidate") or {}).get("label"))})
+
+
+def display_name(key: str, recs: list[dict]) -> str:
+    """The row's name: its key, with the candidates its items used where the mode picks them."""
+    labels = _labels(recs)
+    if key == "reference":
         return "reference (self-check)"
-    if mode.startswith("shipped") and labels:
+    if key == "shipped" and labels:
         return "shipped (" + ", ".join(lb.partition(":")[2] or lb for lb in labels) + ")"
-    return f"{mode}: " + ", ".join(labels) if labels else mode
+    if key == "auto" and labels:
+        return "auto (" + ", ".join(labels) + ")"
+    return key
+
+
+def counted(recs: list[dict]) -> list[dict]:
+    return [i for i in recs if i.get("outcome") in metrics.COUNTED]
 
 
 def machine_name(doc: dict, recs: list[dict]) -> str:
-    counted = [i for i in recs if i.get("outcome") in metrics.COUNTED]
-    devices = {i.get("device") for i in counted} - {None}
-    worlds = sorted({i.get("world_size") for i in counted} - {None})
+    done = counted(recs)
+    devices = {i.get("device") for i in done} - {None}
+    worlds = sorted({int(w) for i in done if (w := i.get("world_size")) is not None})
     m = doc.get("machine") or {}
     if devices == {"cpu"} or (not devices and not m.get("gpu_count")):
         where = "CPU (gloo)"
@@ -77,11 +100,40 @@ def machine_name(doc: dict, recs: list[dict]) -> str:
 
 @dataclass
 class Entry:
-    """A leaderboard row's items: one model or candidate on one machine, over one or more reports."""
-    name: str
+    """A leaderboard row's items: one model or candidate on one machine, over one or more reports
+    (in the order given: a later report's record of the same problem and sample replaces an
+    earlier one's, and `replaced` keeps count of it)."""
+    key: str
     machine: str
     items: list[dict] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    origin: dict[tuple, str] = field(default_factory=dict)         # item -> the report its record is from
+    read: Counter = field(default_factory=Counter)                  # report -> its records
+    replaced: defaultdict = field(default_factory=lambda: defaultdict(Counter))   # earlier -> {later: n}
+
+    @property
+    def name(self) -> str:
+        return display_name(self.key, self.items)
+
+    def add(self, source: str, recs: list[dict]) -> None:
+        self.sources.append(source)
+        self.read[source] += len(recs)
+        merged = {_ident(i): i for i in self.items}
+        for rec in recs:
+            ident = _ident(rec)
+            before = self.origin.get(ident)
+            if before is not None and before != source:
+                self.replaced[before][source] += 1
+            merged[ident] = rec
+            self.origin[ident] = source
+        self.items = list(merged.values())
+
+    def kept(self, source: str) -> int:
+        return sum(1 for s in self.origin.values() if s == source)
+
+
+def _ident(rec: dict) -> tuple:
+    return rec.get("problem"), rec.get("sample")
 
 
 def entries(docs: list[dict]) -> list[Entry]:
@@ -90,10 +142,35 @@ def entries(docs: list[dict]) -> list[Entry]:
     found: dict[tuple[str, str], Entry] = {}
     for doc in docs:
         recs = items(doc)
-        key = (candidate_name(doc), machine_name(doc, recs))
-        entry = found.setdefault(key, Entry(*key))
-        entry.sources.append(doc.get("path") or "?")
-        merged = {(i.get("problem"), i.get("sample")): i for i in entry.items}
-        merged.update({(i.get("problem"), i.get("sample")): i for i in recs})
-        entry.items = list(merged.values())
+        key = (candidate_key(doc), machine_name(doc, recs))
+        found.setdefault(key, Entry(*key)).add(doc.get("path") or "?", recs)
     return list(found.values())
+
+
+@dataclass
+class Board:
+    """What the leaderboard is made of: its entries, and each file that makes no row, with why."""
+    entries: list[Entry]
+    unused: list[tuple[str, str]]
+    paths: list[str]
+
+
+def board(paths: list[str | Path]) -> Board:
+    """Every report among `paths`, in their order. A file that is not a report (a calibration
+    record beside the reports, say) or a run that counted no item (all skipped) makes no row:
+    it is listed with the reason, and the rest of the board stands."""
+    docs, unused = [], []
+    names = [str(Path(p)) for p in paths]          # as load() names them
+    for path in names:
+        try:
+            doc = load(path)
+        except ReportError as e:
+            unused.append((path, e.reason))
+            continue
+        recs = items(doc)
+        if not counted(recs):
+            skipped = sum(1 for i in recs if i.get("outcome") == "skipped")
+            unused.append((path, f"no counted item ({skipped} skipped)"))
+            continue
+        docs.append(doc)
+    return Board(entries(docs), unused, names)
