@@ -211,3 +211,29 @@ def test_committed_leaderboard_is_up_to_date(monkeypatch):
     assert text == committed, (
         "regenerate (from the root): python -m pytest_kernelbench.cli leaderboard " + " ".join(sources)
         + " --md reports/leaderboard/leaderboard.md --html reports/leaderboard/index.html")
+
+
+def test_an_interrupted_run_is_marked_on_the_board(tmp_path):
+    """A run cut short by Ctrl-C has a report that looks finished; the board must not read it as whole."""
+    from pytest_kernelbench.cli.leaderboard import report_lines
+    from pytest_kernelbench.cli.reports import board as make_board
+    path = tmp_path / "cut.json"
+    path.write_text(json.dumps(_cut_short_report()))
+    b = make_board([path])
+    assert b.entries and b.entries[0].name.endswith("(incomplete run)")
+    from pytest_kernelbench.cli.leaderboard import ranked
+    lines = dict(report_lines(ranked(b.entries), b))
+    assert "INCOMPLETE" in lines[str(path)] and "4 selected items did not run" in lines[str(path)]
+
+
+def _cut_short_report() -> dict:
+    from pytest_kernelbench import report
+    items = [{"nodeid": "p/x/problem.yaml::test_problem[collective/x]", "problem": "collective/x", "outcome": "passed",
+              "category": "collective", "parallelism": [], "difficulty": "easy", "libraries": [], "device": "cpu",
+              "candidate": {"kind": "reference", "label": "self-check"}, "speed": "cpu: not a speed"}]
+    doc = {"schema_version": report.SCHEMA_VERSION, "machine": {"gpu_count": 0}, "config": {
+        "settings": {"candidate": "reference", "model": None, "solutions": None}}, "items": items,
+        "interrupted": {"reason": "interrupted (Ctrl-C)", "left": 4, "resume": "pytest --kb-resume=x.jsonl"}}
+    from pytest_kernelbench import metrics
+    doc["aggregates"], doc["breakdowns"] = metrics.aggregate(items), metrics.breakdowns(items)
+    return doc

@@ -199,6 +199,8 @@ def report_lines(scores: list[Score], board: Board) -> list[tuple[str, str]]:
             if later:
                 text += (f", {e.kept(src)} kept, {sum(later.values())} replaced by later reports ("
                          + ", ".join(f"`{lt}` {n}" for lt, n in later.items()) + ")")
+            if src in e.incomplete:
+                text += f"; INCOMPLETE: the run was cut short, {e.incomplete[src]} selected items did not run"
             said[src] = text
     for path, why in board.unused:
         said[path] = f"no row: {why}"

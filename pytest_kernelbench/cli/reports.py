@@ -110,10 +110,11 @@ class Entry:
     origin: dict[tuple, str] = field(default_factory=dict)         # item -> the report its record is from
     read: Counter = field(default_factory=Counter)                  # report -> its records
     replaced: defaultdict = field(default_factory=lambda: defaultdict(Counter))   # earlier -> {later: n}
+    incomplete: dict[str, int] = field(default_factory=dict)     # interrupted report -> items it never ran
 
     @property
     def name(self) -> str:
-        return display_name(self.key, self.items)
+        return display_name(self.key, self.items) + (" (incomplete run)" if self.incomplete else "")
 
     def add(self, source: str, recs: list[dict]) -> None:
         self.sources.append(source)
@@ -143,7 +144,10 @@ def entries(docs: list[dict]) -> list[Entry]:
     for doc in docs:
         recs = items(doc)
         key = (candidate_key(doc), machine_name(doc, recs))
-        found.setdefault(key, Entry(*key)).add(doc.get("path") or "?", recs)
+        entry = found.setdefault(key, Entry(*key))
+        entry.add(doc.get("path") or "?", recs)
+        if doc.get("interrupted"):      # a run cut short: never read as a whole one
+            entry.incomplete[doc.get("path") or "?"] = int(doc["interrupted"].get("left") or 0)
     return list(found.values())
 
 
