@@ -9,16 +9,15 @@ tree, or descends from one of those, and check again until none is left. The lau
 child subreaper (Linux), so a daemon that double-forks, calls setsid and drops its environment
 is re-parented to us instead of init, and is found as our own child started during the job.
 
-The trust chain: the launcher writes a one-time secret (signing key + input nonce) that the
-ranks read and delete before candidate code runs; a result counts only when every done/rank<R>
-file carries the HMAC of that key (protocol.done_mark). The problem tree is snapshotted
-before the job and compared after it: a change (a child process of a candidate can write where
-the rank's audit hook cannot see) is undone and fails the item.
+The trust chain: each rank is a checker (trusted) and its candidate process (sandboxed,
+rank/sandbox.py). The launcher hands the job's one-time key and input nonce to each checker over
+the job's control socket (keyservice.py), in memory, never as a file; a result counts only when
+every done/rank<R> file carries the HMAC of that key (protocol.done_mark). The problem tree is
+snapshotted before the job and compared after it: any change is undone and fails the item.
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
 import shutil
@@ -29,7 +28,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .outcome import LaunchOutcome, classify, deadline_message, logs_tail, read_phases, setup_phase
-from .procs import Activity, ProcessHunter, become_subreaper, children_of, die_with_parent
+from .keyservice import KeyService
+from .procs import Activity, ProcessHunter, become_subreaper, die_with_parent, has_token, parent_of
 from .protocol import JobLayout, JobSpec, child_pythonpath
 from .rankserver import ForkedRanks, RankServer, RankServerError
 from .safety import MULTICAST_OFF
@@ -50,7 +50,7 @@ def snapshot_tree(roots: Iterable[str | Path], digest: bool = False) -> dict:
         root = Path(root)
         if root.is_dir():
             for p in root.rglob("*"):
-                if "__pycache__" not in p.parts and p.is_file():
+                if "__pycache__" not in p.parts and ".git" not in p.parts and p.is_file():
                     try:
                         data = p.read_bytes()
                     except OSError:
@@ -103,17 +103,14 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     """Write job.json, start the ranks (forked by `server`, else torchrun), wait under the
     deadline, classify what happened."""
     job_dir = Path(job_dir)
-    (job_dir / "logs").mkdir(parents=True, exist_ok=True)
-    cwd = job_dir / "cwd"
+    layout = JobLayout(job_dir)
+    layout.logs.mkdir(parents=True, exist_ok=True)
+    cwd = layout.cwd
     cwd.mkdir(exist_ok=True)
     key = secrets.token_hex(32)
-    fd = os.open(job_dir / "secret", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump({"key": key, "nonce": nonce}, f)
-    job.write(JobLayout(job_dir).job)
+    job.write(layout.job)
     protected = job.protected
-    own = Path(job.problem_dir) if job.problem_dir else None
-    tree_before = (snapshot_tree(protected, digest=True), snapshot_tree([own]) if own else {})
+    tree_before = snapshot_tree(protected)
     become_subreaper()
     env = _env(job.token, cuda_devices, extensions_dir, allow_multicast=job.allow_multicast)
     # torchrun's torchelastic_* folder and the ranks' temporary files stay inside the job folder
@@ -121,76 +118,85 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     (job_dir / "tmp").mkdir(exist_ok=True)
     env["TMPDIR"] = str(job_dir / "tmp")
     t0 = time.monotonic()
-    proc: subprocess.Popen | ForkedRanks
-    if server is not None:
-        try:
-            proc = ForkedRanks(server, job_dir, nproc, env, cwd)
-        except RankServerError as e:
-            (job_dir / "secret").unlink(missing_ok=True)
-            return LaunchOutcome("error", "harness_error", f"could not start the ranks: {e}",
-                                 wall_s=time.monotonic() - t0, log_tail=logs_tail(job_dir))
-        hunter = ProcessHunter(list(proc.pids.values()), job.token, ignore={server.pid} if server.pid else None)
-    else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-               "--max-restarts=0", "--monitor-interval=0.1", "-m", "pytest_kernelbench.worker", str(job_dir)]
-        with open(job_dir / "logs" / "torchrun.log", "ab") as out:
-            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
-        hunter = ProcessHunter(proc.pid, job.token)
+    proc: subprocess.Popen | ForkedRanks | None = None
+
+    def is_checker(pid: int) -> bool:     # who may have the key: a checker this launcher started
+        if isinstance(proc, ForkedRanks):
+            return pid in proc.pids.values()
+        return proc is not None and parent_of(pid) == proc.pid and has_token(pid, job.token)
+    keys = KeyService(JobLayout.control(job.token), key, nonce, is_checker)
     try:
-        timed_out, compile_s, truncated = _wait(proc, hunter, job_dir, t0, timeout_s, compile_timeout_s,
-                                                [d for d in (env.get("TORCH_EXTENSIONS_DIR"), env.get("TRITON_CACHE_DIR")) if d])
-    except BaseException:
-        # pytest-timeout's outer net, Ctrl-C, ...: never leave the job running behind us
-        hunter.kill_all()
-        raise
+        if server is not None:
+            try:
+                proc = ForkedRanks(server, job_dir, nproc, env, cwd)
+            except RankServerError as e:
+                return LaunchOutcome("error", "harness_error", f"could not start the ranks: {e}",
+                                     wall_s=time.monotonic() - t0, log_tail=logs_tail(job_dir))
+            hunter = ProcessHunter(list(proc.pids.values()), job.token, ignore={server.pid} if server.pid else None)
+        else:
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+                   "--max-restarts=0", "--monitor-interval=0.1", "-m", "pytest_kernelbench.rank", str(job_dir)]
+            with open(layout.logs / "torchrun.log", "ab") as out:
+                proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
+            hunter = ProcessHunter(proc.pid, job.token)
+        try:
+            timed_out, compile_s, truncated = _wait(proc, hunter, job_dir, t0, timeout_s, compile_timeout_s, job.builds)
+        except BaseException:
+            # pytest-timeout's outer net, Ctrl-C, ...: never leave the job running behind us
+            hunter.kill_all()
+            raise
+    finally:
+        keys.close()
     wall = time.monotonic() - t0
     phases = read_phases(job_dir)
     if timed_out:
         killed = hunter.kill_all()
         proc.wait(timeout=10)
         if server is not None:
+            killed += server.reap()
             server.check()
-        shutil.rmtree(job_dir / "tmp", ignore_errors=True)
-        (job_dir / "secret").unlink(missing_ok=True)
+        _cleanup(layout)
         outcome = LaunchOutcome("failed", "timeout", deadline_message(timed_out, job_dir, phases, job.candidate_path),
                                 returncode=proc.returncode,
                                 wall_s=wall, compile_s=compile_s, rank_phases=phases, killed=killed,
                                 log_tail=logs_tail(job_dir))
-        return _check_tree(outcome, protected, own, tree_before, job_dir)
+        return _check_tree(outcome, protected, tree_before, job_dir)
     killed = hunter.kill_all(grace_s=0.0, terminate_root=False)   # strays a candidate left behind (children, daemons)
     if server is not None:
+        killed += server.reap()   # nothing of this job lingers in the zygote's family
         server.check()    # a zygote a candidate stopped or killed is replaced before the next item
-    shutil.rmtree(job_dir / "tmp", ignore_errors=True)
-    (job_dir / "secret").unlink(missing_ok=True)
+    _cleanup(layout)
     rc = proc.returncode if proc.returncode is not None else -1
     outcome = classify(job_dir, job.token, nproc, rc, key, job.candidate_path)
     outcome.wall_s, outcome.compile_s, outcome.rank_phases, outcome.killed = wall, compile_s, phases, killed
     if truncated:
         outcome.message += f" [log truncated: {', '.join(sorted(truncated))} exceeded {_size(LOG_LIMIT_BYTES)}]"
-    return _check_tree(outcome, protected, own, tree_before, job_dir)
+    return _check_tree(outcome, protected, tree_before, job_dir)
+
+
+def _cleanup(layout: JobLayout) -> None:
+    """What a finished job leaves only for people: logs, the candidate, the result. Temporary and
+    scratch folders go (a build cache lives apart, keyed by the candidate's source)."""
+    shutil.rmtree(layout.tmp, ignore_errors=True)
+    shutil.rmtree(layout.dir / "scratch", ignore_errors=True)
 
 
 def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
-def _check_tree(outcome: LaunchOutcome, protected: list[str], own: Path | None, before: tuple[dict, dict],
-                job_dir: Path) -> LaunchOutcome:
-    """A job must leave the problem tree as it found it. Changes inside the item's own problem
-    folder fail the item and are undone (the changed files go to the job's quarantine/). Changes
-    elsewhere may be someone's concurrent edit, so they are reported, never reverted."""
-    digests, own_bytes = before
-    changed = restore_tree(own, own_bytes, job_dir / "quarantine") if own else []
-    now = snapshot_tree(protected, digest=True)
-    elsewhere = sorted(str(p) for p in set(digests) | set(now) if digests.get(p) != now.get(p)
-                       and not (own and Path(p).is_relative_to(own)))
-    if elsewhere:
-        outcome.warnings.append("the problem tree changed outside this problem during the job (a concurrent "
-                                f"edit, or the candidate): {', '.join(elsewhere[:5])}")
+def _check_tree(outcome: LaunchOutcome, protected: list[str], before: dict, job_dir: Path) -> LaunchOutcome:
+    """A job must leave every protected tree (the problem tree, a PKB checkout) as it found it. Any
+    change fails the item and is undone; what changed is kept in the job's quarantine/. (A person's
+    edit during a run is undone too: a benchmark's problems do not change under it.)"""
+    changed = []
+    for root in protected:
+        changed += restore_tree(Path(root), {p: b for p, b in before.items() if Path(p).is_relative_to(root)},
+                                job_dir / "quarantine" / Path(root).name)
     if changed:
         shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-        outcome.message = (f"the job modified the problem folder (undone; changed files kept in "
+        outcome.message = (f"the job modified the problem tree (undone; changed files kept in "
                            f"{job_dir / 'quarantine'}): {shown}"
                            + (f"; before that: {outcome.category}: {outcome.message}" if outcome.category else ""))
         outcome.status, outcome.category, outcome.result = "failed", "forbidden_call", None
@@ -203,19 +209,17 @@ ACTIVITY_EVERY_S = 0.5
 ACTIVITY_HOLD_S = 3.0
 
 
-def _rank_pids(proc: subprocess.Popen | ForkedRanks) -> dict[int, int]:
-    """rank -> pid: the rank server's forks, or torchrun's children (by their RANK variable)."""
-    if isinstance(proc, ForkedRanks):
-        return dict(proc.pids)
-    out = {}
-    for pid in children_of(proc.pid):
+def _job_pids(layout: JobLayout, nproc: int) -> tuple[set[int], dict[int, int]]:
+    """(checker pids, rank -> candidate pid), as each checker wrote them (hb/pids<R>)."""
+    checkers, candidates = set(), {}
+    for r in range(nproc):
         try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-            out[int(env[b"RANK"])] = pid
-        except (OSError, KeyError, ValueError):
-            pass
-    return out
+            checker, candidate = (int(x) for x in layout.pids(r).read_text().split())
+        except (OSError, ValueError):
+            continue
+        checkers.add(checker)
+        candidates[r] = candidate
+    return checkers, candidates
 
 
 def _wait(proc: subprocess.Popen | ForkedRanks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout_s: float,
@@ -225,7 +229,9 @@ def _wait(proc: subprocess.Popen | ForkedRanks, hunter: ProcessHunter, job_dir: 
     (procs.Activity): a rank that hangs in its first call while its peers wait meets the deadline,
     not the compile budget."""
     compile_s, last, last_scan, truncated = 0.0, t0, 0.0, set()
-    activity, last_sample, active_at = Activity(watch_dirs + [str(job_dir / "tmp")]), 0.0, -1e9
+    layout = JobLayout(job_dir)
+    nproc = proc.nproc if isinstance(proc, ForkedRanks) else 0
+    activity, last_sample, active_at = Activity(watch_dirs + [str(layout.dir / "scratch")]), 0.0, -1e9
     agent = {proc.pid} if isinstance(proc, subprocess.Popen) else set()
     timed_out = None
     while proc.poll() is None:
@@ -234,9 +240,9 @@ def _wait(proc: subprocess.Popen | ForkedRanks, hunter: ProcessHunter, job_dir: 
         phases = read_phases(job_dir)
         setup = any(setup_phase(p) for p in phases.values())
         if setup and now - last_sample >= ACTIVITY_EVERY_S:
-            ranks = _rank_pids(proc)
-            importing = {pid for r, pid in ranks.items() if phases.get(r) == "import candidate"}
-            if activity.sample(hunter.scan() - agent, set(ranks.values()), importing):
+            checkers, candidates = _job_pids(layout, nproc or len(phases))
+            importing = {pid for r, pid in candidates.items() if phases.get(r) == "import candidate"}
+            if activity.sample(hunter.scan() - agent - checkers, set(candidates.values()), importing):
                 active_at = now
             last_sample = now
         if setup and now - active_at <= ACTIVITY_HOLD_S:

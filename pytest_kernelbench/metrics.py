@@ -5,13 +5,13 @@ breakdowns. Pure functions over plain dicts, so reports can be recomputed from a
 from __future__ import annotations
 
 import math
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from math import comb
 from typing import Any
 
 from .protocol import Failure, Outcome
+from .rank.stats import BAND_COVERAGE, median_band, paired_ratios, paired_speedup, size_band  # noqa: F401
 
 CATEGORIES = tuple(f.value for f in Failure)
 TIERS = (("better", 1.20), ("on_par", 0.95), ("degraded", 0.60), ("severely_degraded", 0.0))
@@ -19,7 +19,6 @@ FAST_P = (0.0, 1.0, 1.5, 2.0)
 BREAKDOWNS = ("category", "parallelism", "difficulty", "libraries")
 # outcomes that count in the denominator of every rate: everything selected that was not skipped
 COUNTED = (Outcome.PASSED.value, Outcome.FAILED.value, Outcome.ERROR.value)
-BAND_COVERAGE = 0.95
 
 
 def geomean(xs: Iterable[Any]) -> float | None:
@@ -46,42 +45,6 @@ def verdict(score: float | None, band: tuple | list | None = None) -> str | None
     if band is not None and band[0] is not None and band[0] <= 1.0 <= band[1]:
         return "on_par"
     return tier(score)
-
-
-def median_band(ratios: list[float], coverage: float = BAND_COVERAGE) -> tuple[float, float] | None:
-    """Distribution-free confidence interval of the median of paired ratios: the order statistics
-    q_(k) and q_(n+1-k) with the largest k whose two-sided coverage 1 - 2 P(Bin(n, 1/2) < k) is at
-    least `coverage` (n = 16 rounds: the 4th smallest and the 4th largest, 97.9 %)."""
-    q = sorted(r for r in ratios if r is not None and r > 0 and math.isfinite(r))
-    n = len(q)
-    if n < 2:
-        return None
-    k, tail = 1, 0.0
-    while True:
-        tail += comb(n, k - 1) / 2 ** n         # P(Bin(n, 1/2) <= k - 1)
-        if 1 - 2 * tail < coverage or k > n // 2:
-            break
-        k += 1
-    k = max(1, k - 1)
-    return q[k - 1], q[n - k]
-
-
-def paired_ratios(timing: dict) -> list[float]:
-    """Reference and candidate rounds ran interleaved, so round r of each is one pair measured
-    under the same conditions: t_ref,r / t_cand,r."""
-    ref = (timing.get("reference") or {}).get("rounds_s") or []
-    cand = (timing.get("candidate") or {}).get("rounds_s") or []
-    return [r / c for r, c in zip(ref, cand) if c and c > 0 and r > 0]
-
-
-def paired_speedup(timing: dict) -> float | None:
-    ratios = paired_ratios(timing)
-    return statistics.median(ratios) if ratios else None
-
-
-def size_band(timing: dict) -> tuple[float, float] | None:
-    """A size's noise band: the confidence interval of its paired speedup (the median ratio)."""
-    return median_band(paired_ratios(timing))
 
 
 def item_band(sizes: list[dict]) -> tuple[float, float] | None:

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import hardware, report
+from . import hardware
 from .candidates.files import CandidateError, parse_mode
 from .protocol import JobSpec
 from .problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
 from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN
 from .fixtures import kb_candidate, kb_placement, kb_problem, kb_session  # noqa: F401 (fixtures)
 from .pkb import checkout as pkb_checkout
-from .run import BenchRun, ReportWriter, identity, is_kb_nodeid
+from .run import BenchRun, ReportWriter, identity, is_kb_nodeid, resumed_records
 from .session import Settings, base_record, new_run_id
 from .testcase import test_problem
 
@@ -274,7 +274,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def _check_resume(settings: Settings, config: pytest.Config) -> None:
     """A resumed run must measure what the earlier run measured: one line naming the first setting
     that differs."""
-    earlier = next((r.get("run_config") for r in report.read_jsonl(Path(settings.resume)) if r.get("run_config")), None)
+    lines, _ = resumed_records(settings.resume)
+    earlier = next((r.get("run_config") for r in lines if r.get("run_config")), None)
     if earlier is None:
         raise pytest.UsageError(f"--kb-resume={settings.resume}: its lines carry no run configuration "
                                 "(written by an older version): start a new run")
@@ -335,6 +336,10 @@ def _write_header(config: pytest.Config, run: BenchRun) -> None:
     if tr is None:
         return
     tr.write_line(f"kernelbench: {hardware.describe(run.machine)}")
+    layers = run.machine.get("isolation") or []
+    missing = "" if any(x.startswith("landlock") for x in layers) else \
+        " (no Landlock on this kernel: a candidate can read whatever its user can)"
+    tr.write_line(f"kernelbench: isolation of candidates: {', '.join(layers)}{missing}")
     tr.write_line(f"kernelbench: run {run.run_id}, candidate {run_label(run.settings)}, report {run.json_path}")
 
 

@@ -287,8 +287,12 @@ def _native(folder: Path, data: dict, devices: tuple, forbid: tuple, harness_fns
         splice(tpath.read_text(), spath.read_text(), template)
     except (MarkerError, EditError) as e:
         raise ProblemError(spath if isinstance(e, EditError) else tpath, str(e)) from None
-    if "native_call" not in harness_fns:
-        raise ProblemError(folder / "harness.py", "missing function 'native_call()' (the glue of a native problem)")
+    glue = folder / "glue.py"
+    if not glue.is_file():
+        raise ProblemError(glue, "missing (a native problem's glue: native_setup/native_call, run in the candidate's "
+                                 "process, apart from the hidden harness the checker runs)")
+    if "native_call" not in harness_functions(glue):
+        raise ProblemError(glue, "missing function 'native_call()' (the glue of a native problem)")
     return template, dict(build), {"solution": {"path": spath, "devices": tuple(devices)}}
 
 

@@ -208,5 +208,12 @@ class Activity:
         return active
 
 
-def children_of(pid: int) -> list[int]:
-    return [p for p in _pids() if (st := _proc_stat(p)) and st[0] == pid]
+
+def parent_of(pid: int) -> int | None:
+    st = _proc_stat(pid)
+    return st[0] if st else None
+
+
+def has_token(pid: int, token: str) -> bool:
+    """Whether a process carries the job's token in its environment."""
+    return _has_token(pid, f"KB_JOB_TOKEN={token}".encode())

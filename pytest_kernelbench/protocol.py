@@ -24,6 +24,11 @@ from pathlib import Path
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 # marks a heartbeat phase whose time is on the compile budget, not the item's deadline
 SETUP_MARK = "(first call: setup/compile)"
+# what every job's processes get so that NCCL, torch symmetric memory and NVSHMEM never use NVLink
+# multicast (it can take a shared host's GPUs out of service), and the variables a candidate may
+# not change (checked in its process, through os.environ and libc, and from outside it)
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+GUARDED_ENV = (*MULTICAST_OFF, "CUDA_VISIBLE_DEVICES")
 
 
 class Outcome(str, enum.Enum):
@@ -114,7 +119,10 @@ class JobSpec:
     pg_timeout_s: float = 20.0   # short, so a hang after the first call surfaces fast
     compile_timeout_s: float = 600.0
     allow_multicast: bool = False
-    native_lib: str | None = None    # native problems: the built library; harness.py's glue calls it
+    native_lib: str | None = None    # native problems: the built library, which glue.py drives
+    glue_path: str | None = None     # native problems: the glue (calls the library from solution())
+    sys_path: list = field(default_factory=list)     # more import paths for the candidate (PKB's utils shim)
+    builds: list = field(default_factory=list)       # build caches the candidate may write (torch extensions, Triton)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -135,17 +143,22 @@ class JobSpec:
 
 
 class JobLayout:
-    """The job folder: what the launcher writes, what each rank writes, what is trusted.
+    """The job folder: what the launcher writes, what each checker writes, what is trusted, and
+    the two corners a candidate process may reach (everything else is out of its sandbox).
 
         job.json            the JobSpec (launcher)
-        secret              signing key + input nonce; read by every rank at start, deleted by
-                            rank 0 before any candidate code runs
-        hb/rank<R>          "<unix time> <phase>", replaced atomically (heartbeat)
-        logs/rank<R>.log    the rank's stdout+stderr; logs/torchrun.log torchrun's
+        hb/rank<R>          "<unix time> <phase>", replaced atomically (heartbeat, by the checker)
+        hb/pids<R>          "<checker pid> <candidate pid>" (what the launcher watches for compiles)
+        logs/rank<R>.log    the candidate process's stdout+stderr (its prints, its stack when stopped)
+        logs/checker<R>.log the checker's own; logs/torchrun.log torchrun's; logs/exits.json the rank
+                            server's exit facts
         error/rank<R>.json  why the rank gave up: {rank, category, message, where, traceback, time}
-        done/rank<R>        done_mark() of the job: the rank finished the protocol
+        done/rank<R>        done_mark() of the job: the checker finished the protocol
         result.json         rank 0's result once every rank finished
-        cwd/, tmp/          the ranks' working and temporary folders
+        candidate/          what the candidate process may read: its source (and a native
+                            problem's library and glue)
+        scratch/rank<R>/    the candidate process's home, temporary and cache folder (read-write)
+        cwd/, tmp/          the checkers' working and temporary folders
     """
 
     SUBDIRS = ("hb", "logs", "error", "done")
@@ -153,17 +166,33 @@ class JobLayout:
     def __init__(self, job_dir: str | os.PathLike[str]) -> None:
         self.dir = Path(job_dir)
         self.job = self.dir / "job.json"
-        self.secret = self.dir / "secret"
         self.result = self.dir / "result.json"
         self.cwd = self.dir / "cwd"
         self.tmp = self.dir / "tmp"
         self.logs = self.dir / "logs"
+        self.candidate = self.dir / "candidate"
+        self.exits = self.logs / "exits.json"
 
     def heartbeat(self, rank: int) -> Path:
         return self.dir / "hb" / f"rank{rank}"
 
+    @staticmethod
+    def control(token: str) -> str:
+        """The launcher's socket (abstract, so no path length limit) where each checker gets the job's
+        key and input nonce, in memory, never as a file (keyservice.py)."""
+        return f"\0kb-control-{token}"
+
+    def pids(self, rank: int) -> Path:
+        return self.dir / "hb" / f"pids{rank}"
+
     def log(self, rank: int) -> Path:
         return self.logs / f"rank{rank}.log"
+
+    def checker_log(self, rank: int) -> Path:
+        return self.logs / f"checker{rank}.log"
+
+    def scratch(self, rank: int) -> Path:
+        return self.dir / "scratch" / f"rank{rank}"
 
     def error(self, rank: int) -> Path:
         return self.dir / "error" / f"rank{rank}.json"
@@ -196,3 +225,118 @@ def child_pythonpath(env: Mapping[str, str] | None = None) -> str:
     current = (os.environ if env is None else env).get("PYTHONPATH", "")
     rest = [p for p in current.split(os.pathsep) if p and p != PACKAGE_PARENT]
     return os.pathsep.join([PACKAGE_PARENT, *rest])
+
+
+# ---- inside a rank: the checker (trusted) and its candidate process (rank/) ---------------------
+# Typed messages over the socketpair between them (rank/channel.py frames them as JSON). What the
+# candidate process sends is never trusted: the checker reads outputs and inputs itself.
+class Isolation(str, enum.Enum):
+    """The protections in force in a candidate process, as the report names them."""
+    PROCESS = "process"              # its own process: no harness, reference, secret or verdict in it
+    CAPS = "caps"                    # every capability dropped, no_new_privs
+    LANDLOCK = "landlock"            # read-only system/Python trees, writes only to its scratch and caches
+    SIGNALS = "signal-scope"         # Landlock: it cannot signal processes outside its sandbox
+    NONDUMPABLE = "nondumpable"      # checker and zygote: no /proc/<pid>/mem for it
+
+
+@dataclass
+class CandidateInit:
+    rank: int
+    world: int
+    device: str                      # cpu | cuda
+    local_rank: int
+    store_port: int                  # the candidate group's store (served by the candidate of rank 0)
+    pg_timeout_s: float
+    setup_timeout_s: float           # the first call of each size may wait this long in a collective
+    forbid: list
+    allow_multicast: bool
+    protected: list
+    candidate_path: str
+    native_lib: str | None = None
+    glue_path: str | None = None
+    sizes: dict = field(default_factory=dict)
+    dtype: str = "float32"
+    job_dir: str = ""                # for the in-process file shield (the sandbox refuses it anyway)
+
+
+@dataclass
+class Ready:                         # hardened, waiting for CandidateInit
+    pid: int
+    layers: list
+
+
+@dataclass
+class StorePort:                     # the candidate of rank 0: where its group's store listens
+    port: int
+
+
+@dataclass
+class Imported:
+    import_s: float
+
+
+@dataclass
+class Failed:                        # the candidate process cannot go on (its own account)
+    category: str
+    message: str
+    traceback: str = ""
+
+
+@dataclass
+class Arena:                         # shared input memory: CPU memfd (passed as fd) or a CUDA IPC handle
+    id: int
+    device: str
+    nbytes: int
+    handle: str = ""                 # hex of the 64-byte CUDA IPC handle
+
+
+@dataclass
+class Sets:                          # the input sets of a size, as trees over arenas (rank/memory.py)
+    sets: list
+
+
+@dataclass
+class Batch:                         # call solution() on these sets, in order; outputs held until Release
+    calls: list
+    first: bool = False              # the size's first call: setup (compile, rendezvous), long timeouts
+    spin: bool = False               # wait for "go" and mark "done" by spinning on the control page
+
+
+@dataclass
+class Done:                          # a batch's end, written to the control page before "done" is marked
+    outputs: list                    # one tree per call (rank/memory.py), pointers into the candidate's memory
+    segments: list = field(default_factory=list)    # CUDA: [base, size, ipc handle hex] not announced before
+    forbidden: dict = field(default_factory=dict)   # forbidden API calls seen in-process (best effort)
+    unsafe: str | None = None        # multicast tried or enabled (in-process guard)
+    state: list = field(default_factory=list)       # global torch state left changed by the calls
+    threads: list = field(default_factory=list)     # Python threads still running after the calls
+    lent: list = field(default_factory=list)        # CUDA: where it mapped the arenas it was lent, [base, nbytes, id]
+    failed: dict | None = None       # a Failed, as a dict: the batch raised
+
+
+@dataclass
+class Release:
+    pass
+
+
+@dataclass
+class Exit:
+    pass
+
+
+MESSAGES = {cls.__name__: cls for cls in (CandidateInit, Ready, StorePort, Imported, Failed, Arena, Sets, Batch,
+                                           Done, Release, Exit)}
+
+
+def encode(msg: object) -> bytes:
+    return json.dumps({"kind": type(msg).__name__, **asdict(msg)}).encode()   # type: ignore[call-overload]
+
+
+def decode(data: bytes) -> object:
+    """A message from bytes; SpecError for anything that is not one (never trusted input)."""
+    try:
+        obj = json.loads(data)
+        cls = MESSAGES[obj.pop("kind")]
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise SpecError(f"not a message: {type(e).__name__}") from None
+    return _from_dict(cls, obj)

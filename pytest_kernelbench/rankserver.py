@@ -1,5 +1,5 @@
-"""Rank processes without torchrun: a long-lived zygote (worker/zygote.py) that has imported torch
-forks each rank of each job, so an item no longer pays for three interpreter starts and torch
+"""Rank processes without torchrun: a long-lived zygote (rank/zygote.py) that has imported torch
+forks each rank's checker of each job, so an item no longer pays for three interpreter starts and torch
 imports (torchrun's agent and every rank).
 
 `RankServer` owns the zygote (one per pytest process, started on first use or ahead of the first
@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from .procs import alive, die_with_parent
+from .protocol import JobLayout
 
 START_TIMEOUT_S = 120.0      # importing torch on a loaded machine
 SPAWN_TIMEOUT_S = 30.0
@@ -60,7 +61,7 @@ class RankServer:
         self._secret, self._replies, self._exits = secrets.token_hex(16), queue.Queue(), {}
         self._log.seek(0)
         self._log.truncate()
-        self.proc = subprocess.Popen([sys.executable, "-m", "pytest_kernelbench.worker.zygote"],
+        self.proc = subprocess.Popen([sys.executable, "-m", "pytest_kernelbench.rank.zygote"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                      env=self.env, cwd="/", preexec_fn=die_with_parent, bufsize=0)
         threading.Thread(target=self._read, args=(self.proc,), daemon=True, name="kb-rankserver").start()
@@ -148,6 +149,19 @@ class RankServer:
             self.close()
             return False
 
+    def reap(self, timeout: float = 5.0) -> list[int]:
+        """After a job: kill every child of the zygote still alive (a rank that lingers, or a process
+        a candidate left re-parented to it). Returns their pids."""
+        if not self.alive():
+            return []
+        try:
+            self._ids += 1
+            self._send({"secret": self._secret, "op": "reap", "id": self._ids})
+            return list(self._reply(timeout, "reaped").get("reaped") or [])
+        except (RankServerError, OSError):
+            self.close()
+            return []
+
     def close(self) -> None:
         proc, self.proc = self.proc, None
         if proc is None:
@@ -179,7 +193,7 @@ class ForkedRanks:
         try:
             for r in range(nproc):
                 rank_env = {**base, "RANK": str(r), "LOCAL_RANK": str(r), "ROLE_RANK": str(r)}
-                self.pids[r] = server.spawn(self.job_dir, r, rank_env, cwd, self.job_dir / "logs" / f"rank{r}.log")
+                self.pids[r] = server.spawn(self.job_dir, r, rank_env, cwd, JobLayout(self.job_dir).checker_log(r))
         except BaseException:
             self.kill()
             raise
@@ -244,4 +258,4 @@ class ForkedRanks:
     def _write_summary(self) -> None:
         data = {"launcher": "fork", "exits": {str(r): c for r, c in sorted(self.exits.items())},
                 "root_cause": self.root, "pids": {str(r): p for r, p in self.pids.items()}}
-        (self.job_dir / "logs" / "exits.json").write_text(json.dumps(data, indent=1))
+        JobLayout(self.job_dir).exits.write_text(json.dumps(data, indent=1))

@@ -2,8 +2,11 @@
 run keeps what it finished), the JSON report at the end, and the terminal table."""
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
+import secrets
 from pathlib import Path
 
 from . import metrics
@@ -12,17 +15,76 @@ from .protocol import atomic_write
 SCHEMA_VERSION = 2   # schemas/report.schema.json
 
 
+def key_path(run_id: str) -> Path:
+    """Where the controller keeps a run's report key: the user's cache, out of every candidate
+    process's sandbox, never in the project or the run folder."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "pytest-kernelbench" / "report-keys" / run_id
+
+
+def report_key(run_id: str, create: bool = False) -> str | None:
+    """The key the JSONL lines of a run are signed with (made by the controller of the run)."""
+    path = key_path(run_id)
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        if not create:
+            return None
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = secrets.token_hex(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key)
+    return key
+
+
+def _mac(key: str, record: dict) -> str:
+    body = json.dumps({k: v for k, v in record.items() if k != "mac"}, sort_keys=True, default=str)
+    return hmac.new(key.encode(), body.encode(), hashlib.sha256).hexdigest()
+
+
 class JsonlLog:
-    def __init__(self, path: Path):
+    """The run's JSONL, written by the controller only; each line carries an HMAC under the run's
+    report key, which no rank ever holds, so a line a candidate forged or tore is refused on resume."""
+
+    def __init__(self, path: Path, key: str | None = None):
         self.path = Path(path)
+        self.key = key
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def append(self, record: dict):
-        line = json.dumps(record, default=str)
+        record = json.loads(json.dumps(record, default=str))
+        if self.key:
+            record["mac"] = _mac(self.key, record)
+        line = json.dumps(record)
         with open(self.path, "a") as f:
             f.write(line + "\n")
             f.flush()
             os.fsync(f.fileno())
+
+
+def read_signed(path: Path, key: str) -> tuple[list[dict], int]:
+    """(the lines of a run's JSONL that carry the run's HMAC, how many lines were refused: torn,
+    unsigned or forged)."""
+    items, refused = [], 0
+    try:
+        with open(path) as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    refused += 1
+                    continue
+                if isinstance(rec, dict) and isinstance(rec.get("mac"), str) and \
+                        hmac.compare_digest(rec["mac"], _mac(key, rec)):
+                    items.append(rec)
+                else:
+                    refused += 1
+    except OSError:
+        pass
+    return items, refused
 
 
 def read_jsonl(path: Path) -> list[dict]:

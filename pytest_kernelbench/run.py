@@ -72,6 +72,8 @@ class BenchRun:
     def machine(self) -> dict:
         if self._machine is None:
             machine = hardware.machine_info()
+            from .rank.sandbox import expected_layers
+            machine["isolation"] = expected_layers()     # what each candidate process gets (records say what it got)
             is_worker = hasattr(self.config, "workerinput")
             if machine.get("gpu_count") and self.settings.calibrate != "off":
                 from . import calibrate      # cached on disk under a file lock: measured once per machine
@@ -97,7 +99,7 @@ class BenchRun:
         if not kb:
             return
         if self.settings.resume:
-            done = {r.get("nodeid") for r in report.read_jsonl(Path(self.settings.resume))
+            done = {r.get("nodeid") for r in resumed_records(self.settings.resume)[0]
                     if r.get("outcome") in ("passed", "failed")}   # skipped, API-error items run again
             dropped = [i for i in items if i.nodeid in done]
             if dropped:
@@ -165,6 +167,7 @@ class ReportWriter:
         self.run = run
         self.records: list[dict] = []
         self.logged: set[str] = set()
+        self.log: report.JsonlLog | None = None
         self.first_bad: dict[str, dict] = {}
         self.doc: dict | None = None
         self.interrupted: dict | None = None
@@ -188,12 +191,17 @@ class ReportWriter:
         for rec in records:
             rec.update(run_id=self.run.run_id, run_config=self.run.identity)
             self.records.append(rec)
-            report_log(self.run).append(rec)
+            if self.log is None:
+                self.log = report_log(self.run)
+            self.log.append(rec)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         if not self.records:
             return
-        items = report.read_jsonl(self.run.jsonl_path) or self.records
+        # this run's records as the controller received them, and an earlier run's signed lines
+        # (--kb-resume): never what the file on disk says now
+        earlier = resumed_records(self.run.settings.resume)[0] if self.run.settings.resume else []
+        items = earlier + self.records
         args = list(session.config.invocation_params.args)
         config = {"run_id": self.run.run_id, "nonce": self.run.nonce, "settings": asdict(self.run.settings),
                   "identity": self.run.identity, "args": args}
@@ -216,7 +224,7 @@ class ReportWriter:
         """Selected items that never finished (Ctrl-C, -x/--maxfail): how many, why, and the command
         that continues the run from its JSONL."""
         finished = {r.get("nodeid") for r in self.records}
-        left = max(0, self.run.kb_items - len(finished))
+        left = max(0, getattr(self.run, "kb_items", 0) - len(finished))
         if not left:
             return None
         reason = "interrupted (Ctrl-C)" if exitstatus == pytest.ExitCode.INTERRUPTED else \
@@ -254,7 +262,23 @@ class ReportWriter:
 
 
 def report_log(run: BenchRun) -> report.JsonlLog:
-    return report.JsonlLog(run.jsonl_path)
+    return report.JsonlLog(run.jsonl_path, report.report_key(run.run_id, create=True))
+
+
+def resumed_records(jsonl: str) -> tuple[list[dict], int]:
+    """The lines of an earlier run's JSONL that carry its HMAC (and how many were refused: torn,
+    unsigned, or forged). Without the run's key nothing can be trusted: a usage error."""
+    run_id = Path(jsonl).stem
+    key = report.report_key(run_id)
+    if key is None:
+        raise pytest.UsageError(f"--kb-resume={jsonl}: its report key is missing ({report.key_path(run_id)}); a run "
+                                "can be resumed only where it was started (the key signs its lines)")
+    lines, refused = report.read_signed(Path(jsonl), key)
+    if refused:
+        import warnings
+        warnings.warn(f"--kb-resume={jsonl}: {refused} line(s) refused (torn, unsigned or not this run's): "
+                      "their items run again", stacklevel=2)
+    return lines, refused
 
 
 def _bad(rep: pytest.TestReport) -> dict:

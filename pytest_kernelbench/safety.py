@@ -4,7 +4,7 @@ host's GPUs out of service for a day. Two layers keep it off:
 - here, in the pytest process (stdlib only, no candidate code runs): `scan()` refuses, before
   launch, any candidate whose text mentions multimem, multicast or NVLS anywhere (code,
   comments, CUDA/PTX source strings);
-- inside the ranks (worker/safety.py): an audit hook refuses changes to GUARDED_ENV and the
+- inside the candidate processes (rank/multicast.py): an audit hook refuses changes to GUARDED_ENV and the
   driver entry points of multicast, and the guarded variables are checked after every call.
 
 The launcher sets the multicast variables (MULTICAST_OFF) for every job unless the run allows
@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import re
 
-# what the launcher sets so that NCCL, torch symmetric memory and NVSHMEM never use multicast
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-# the variables a candidate may not change inside a rank (checked through os.environ and libc)
-GUARDED_ENV = (*MULTICAST_OFF, "CUDA_VISIBLE_DEVICES")
+from .protocol import GUARDED_ENV, MULTICAST_OFF  # noqa: F401 (re-exported)
 
 _TOKEN = re.compile(r"[A-Za-z0-9_]*(?:multimem|multicast|nvls)[A-Za-z0-9_]*", re.IGNORECASE)
 MAX_SHOWN = 4

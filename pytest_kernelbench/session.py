@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 import secrets
@@ -19,7 +20,8 @@ from filelock import FileLock
 from . import hardware, launch, metrics, roofline, safety
 from .gpus import GpuPool
 from .rankserver import RankServer
-from .protocol import JobSpec, TimingSpec
+from .pkb.checkout import is_pkb
+from .protocol import JobLayout, JobSpec, TimingSpec
 from .problem import size_names
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from .problem import Problem
 
 DEFAULT_TIMEOUT_S = 300.0
+PKB_SHIM = str(Path(__file__).resolve().parent / "pkb" / "shim")     # PKB's `utils` helpers, our own
 
 
 class Skip(Exception):
@@ -172,12 +175,20 @@ class KBSession:
 
     # ---- one item ---------------------------------------------------------------------------
     def job(self, problem: Problem, candidate: Candidate, placement: Placement, job_dir: Path,
-            native: Prepared | None = None) -> JobSpec:
+            native: Prepared | None = None, builds: Path | None = None) -> JobSpec:
+        """The job's spec, and its candidate/ folder: all the candidate process may read of the job
+        (its source; a native problem's built library, the source that was built, and the glue)."""
         s = self.settings
-        # a native candidate's job keeps the file that was built (for people); the ranks load the library
-        cand_path = job_dir / "candidate" / (problem.template if native else "solution.py")
-        cand_path.parent.mkdir(parents=True, exist_ok=True)
+        folder = JobLayout(job_dir).candidate
+        folder.mkdir(parents=True, exist_ok=True)
+        cand_path = folder / (problem.template if native else "solution.py")
         cand_path.write_text(native.source if native else candidate.source)
+        lib = glue = None
+        if native:
+            lib = folder / Path(native.lib).name
+            shutil.copyfile(native.lib, lib)
+            glue = folder / "glue.py"
+            shutil.copyfile(problem.path / "glue.py", glue)
         return JobSpec(
             token=secrets.token_hex(8), problem=problem.id,
             harness_path=str(problem.harness_path), reference_path=str(problem.reference_path),
@@ -189,7 +200,9 @@ class KBSession:
             inplace=problem.inplace, tolerance=dict(problem.tolerance),
             timing=TimingSpec.for_device(placement.device, enabled=s.timing, rounds=s.timing_rounds),
             pg_timeout_s=s.pg_timeout, compile_timeout_s=s.compile_timeout, allow_multicast=bool(s.allow_multicast),
-            native_lib=native.lib if native else None)
+            native_lib=str(lib) if lib else None, glue_path=str(glue) if glue else None,
+            sys_path=[PKB_SHIM] if is_pkb(problem) else [],
+            builds=[str(builds), str(builds / "triton")] if builds else [])
 
     def run_item(self, problem: Problem, candidate: Candidate, placement: Placement, nodeid: str,
                  sample: int | None = None) -> dict:
@@ -213,9 +226,9 @@ class KBSession:
         slug = re.sub(r"[^A-Za-z0-9]+", "-", problem.id) + (f"-s{sample}" if sample is not None else "")
         job_dir = self.run_dir / "jobs" / f"{slug}-{secrets.token_hex(3)}"
         job_dir.mkdir(parents=True)
-        job = self.job(problem, candidate, placement, job_dir, native)
         timeout = self.settings.timeout or problem.timeout_s or DEFAULT_TIMEOUT_S
         with build_folder(Path(self.extensions_dir), candidate.source or "") as builds:
+            job = self.job(problem, candidate, placement, job_dir, native, builds)
             kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout,
                           compile_timeout_s=self.settings.compile_timeout, extensions_dir=str(builds),
                           server=self.rank_server())
@@ -253,6 +266,7 @@ class KBSession:
         record.update(outcome=outcome.status, failure=outcome.category, message=outcome.message,
                       wall_s=outcome.wall_s, compile_s=outcome.compile_s, sizes=sizes,
                       phases_s=result.get("phases_s"), warnings=(result.get("warnings") or []) + outcome.warnings,
+                      isolation=result.get("isolation"),
                       killed_strays=outcome.killed, log_tail=outcome.log_tail or None,
                       rank_phases=outcome.rank_phases if outcome.category == "timeout" else None)
         ceilings = self.machine.get("ceilings") if placement.device == "cuda" else {}
@@ -284,7 +298,7 @@ def build_folder(root: Path, source: str) -> Iterator[Path]:
     so a torch build `lock` file found there was left by a job that was killed mid-build: it is
     removed instead of making this job wait out the compile budget."""
     folder = root / hashlib.sha256(source.encode()).hexdigest()[:16]
-    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "triton").mkdir(parents=True, exist_ok=True)
     with FileLock(str(folder) + ".lock"):
         for stale in folder.glob("*/lock"):
             stale.unlink(missing_ok=True)

@@ -136,8 +136,9 @@ built = []
 
 
 def solution(tensor):
-    if not built:                # a first call that compiles: on the compile budget, not the deadline
-        time.sleep(2)
+    if not built:                # a first call that compiles (a child burning CPU, as a compiler does):
+        import subprocess, sys   # on the compile budget, not the deadline
+        subprocess.run([sys.executable, "-c", "import time\\nt = time.time()\\nwhile time.time() - t < 2.5: pass"])
         built.append(1)
     if bool((tensor == tensor.flatten()[0]).all()):
         raise RuntimeError("constant input: PKB's fill values reached the candidate")

@@ -31,17 +31,18 @@ def solution(x):
             time.sleep(1)
     return out
 """,
-    # rank 0 "compiles" for 30 s in its first call while rank 1 waits in a barrier (allowed: the
-    # first call of a size is setup); longer than both the deadline and the process-group timeout
+    # rank 0 "compiles" for 30 s in its first call (a child process burning CPU, as a compiler does)
+    # while rank 1 waits in a barrier (allowed: the first call of a size is setup); longer than
+    # both the deadline and the process-group timeout
     "slow_first_call": HONEST + """
-import time
+import subprocess, sys
 _first = True
 def solution(x):
     global _first
     if _first:
         _first = False
         if dist.get_rank() == 0:
-            time.sleep(30)
+            subprocess.run([sys.executable, "-c", "import time\\nt = time.time()\\nwhile time.time() - t < 30: pass"])
         dist.barrier()
     return _p2p_sum(x)
 """,
@@ -76,8 +77,8 @@ def solution(x):
     _buf.copy_(s)
     return _buf
 """,
-    # a first call that never ends: indistinguishable from a compile, so it ends at the compile
-    # budget (lowered here), naming the rank that never finished while its peer waited in a barrier
+    # a first call that never ends and shows no compile activity (no compiler, no build files): it
+    # meets the deadline, naming the rank that never finished while its peer waited in a barrier
     "first_call_hang": HONEST + """
 import time
 _first = True
@@ -137,7 +138,7 @@ def budget(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name, where", [("reused_output_buffer", "size tiny, trial 1"),
-                                         ("reused_after_trials", "size tiny, check after timing")])
+                                         ("reused_after_trials", "size tiny, timing")])
 def test_reused_output_buffer_is_diagnosed(budget, name, where):
     it = budget["items"][f"collective/{name}"]
     assert it["failure"] == "mismatch", it["message"]
@@ -145,13 +146,13 @@ def test_reused_output_buffer_is_diagnosed(budget, name, where):
     assert where in it["message"], it["message"]
 
 
-def test_first_call_hang_ends_at_the_compile_budget_naming_the_rank(budget):
+def test_first_call_hang_meets_the_deadline_naming_the_rank(budget):
     it = budget["items"]["collective/first_call_hang"]
     assert it["failure"] == "timeout", it["message"]
     assert it["message"].startswith(
         'rank 0 stopped progressing in "size tiny, trial 0, candidate call (first call: setup/compile)"'), it["message"]
-    assert f"longer than {COMPILE_BUDGET_S} s" in it["message"] and "rank 1: " in it["message"], it["message"]
-    assert it["wall_s"] < COMPILE_BUDGET_S + 20, it["wall_s"]
+    assert f"deadline of {DEADLINE_S} s passed" in it["message"] and "rank 1: " in it["message"], it["message"]
+    assert it["wall_s"] < DEADLINE_S + 15, it["wall_s"]
     assert not leftover_processes(str(budget["root"]))
 
 
@@ -283,7 +284,7 @@ def test_deadline_uses_the_stack_dumps_when_phases_are_alike(tmp_path):
     cand.parent.mkdir()
     cand.write_text("import time\nimport torch.distributed as dist\ndef solution(x):\n"
                     "    time.sleep(100)\n    dist.barrier()\n")
-    harness = ("/x/pytest_kernelbench/worker/main.py", 200, "call_candidate")
+    harness = ("/x/pytest_kernelbench/rank/candidate.py", 200, "run_batch")
     phase = "size tiny, trial 0, candidate call (first call: setup/compile)"
     job = _job(tmp_path, {0: (12, phase), 1: (12, phase)}, logs={
         0: "noise\n" + _dump((str(cand), 4, "solution"), harness),

@@ -1,4 +1,4 @@
-"""The rank's checks in-process (worker/checks.py): no process group, no job, plain tensors."""
+"""The rank's checks in-process (rank/checks.py): no process group, no job, plain tensors."""
 from __future__ import annotations
 
 import sys
@@ -8,7 +8,7 @@ import torch
 from kbrun import REPO
 
 sys.path.insert(0, str(REPO))
-from pytest_kernelbench.worker import checks, compare  # noqa: E402
+from pytest_kernelbench.rank import checks, compare  # noqa: E402
 
 TOL = {"atol": 1e-5, "rtol": 1e-5}
 

@@ -160,7 +160,9 @@ def test_plugin_is_inert_in_a_pytest_run_without_problems(tmp_path):
         assert proc.returncode == 0, proc.stdout + proc.stderr
         if args != ["--markers"]:
             assert "kernelbench" not in proc.stdout, proc.stdout
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["test_plain.py"]
+    # (other plugins a machine may have installed keep their own folders: not ours to judge)
+    others = {".benchmarks", ".hypothesis"}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name not in others) == ["test_plain.py"]
 
 
 def test_collect_only_of_problems_writes_nothing(tmp_path):

@@ -64,7 +64,7 @@ def test_shipped_solutions_pass_the_scan():
 
 
 def test_rank_side_rules():
-    from pytest_kernelbench.worker.safety import MulticastGuard, refused_symbol
+    from pytest_kernelbench.rank.multicast import MulticastGuard, refused_symbol
     for name in ("cuMulticastCreate", "cuMulticastBindMem", "setenv", "putenv", "unsetenv", "clearenv",
                  "cuGetProcAddress_v2", "cudaGetDriverEntryPoint", "dlsym", b"cuMulticastUnbind"):
         assert refused_symbol(name), name

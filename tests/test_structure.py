@@ -126,16 +126,11 @@ def test_ci_runs_both_readme_commands_each_in_a_fresh_venv():
 TYPED = ["pytest_kernelbench/protocol.py", "pytest_kernelbench/metrics.py", "pytest_kernelbench/report.py",
          "pytest_kernelbench/problem.py", "pytest_kernelbench/outcome.py", "pytest_kernelbench/launch.py",
          "pytest_kernelbench/shapes.py", "pytest_kernelbench/procs.py", "pytest_kernelbench/harnesslib.py",
-         "pytest_kernelbench/candidates/cache.py", "pytest_kernelbench/worker/compare.py",
-         "pytest_kernelbench/worker/timing.py", "pytest_kernelbench/worker/checks.py",
-         "pytest_kernelbench/worker/clocks.py", "pytest_kernelbench/worker/files.py",
-         "pytest_kernelbench/prompt.py", "pytest_kernelbench/fixtures.py", "pytest_kernelbench/testcase.py",
-         "pytest_kernelbench/calibrate.py", "pytest_kernelbench/native/scan.py", "pytest_kernelbench/cli/main.py",
-         "pytest_kernelbench/cli/plots.py", "pytest_kernelbench/worker/main.py", "pytest_kernelbench/worker/native.py",
-         "pytest_kernelbench/worker/guards.py", "pytest_kernelbench/worker/safety.py",
-         "pytest_kernelbench/worker/shield.py", "pytest_kernelbench/worker/tamper.py",
-         "pytest_kernelbench/rankserver.py", "pytest_kernelbench/worker/zygote.py", "pytest_kernelbench/roofline.py",
-         "pytest_kernelbench/worker/timed.py", "pytest_kernelbench/worker/failures.py"]
+         "pytest_kernelbench/candidates/cache.py", "pytest_kernelbench/prompt.py", "pytest_kernelbench/fixtures.py",
+         "pytest_kernelbench/testcase.py", "pytest_kernelbench/calibrate.py", "pytest_kernelbench/native/scan.py",
+         "pytest_kernelbench/cli/main.py", "pytest_kernelbench/cli/plots.py", "pytest_kernelbench/rankserver.py",
+         "pytest_kernelbench/roofline.py", "pytest_kernelbench/keyservice.py",
+         *sorted(str(p.relative_to(REPO)) for p in (REPO / "pytest_kernelbench" / "rank").glob("*.py"))]
 
 
 def _tool(module: str, *args) -> subprocess.CompletedProcess:

@@ -13,9 +13,9 @@ import torch
 from pytest_kernelbench import launch, metrics, outcome, procs, roofline
 from pytest_kernelbench.protocol import TimingSpec
 from pytest_kernelbench.gpus import GpuPool
-from pytest_kernelbench.worker.timing import Timing, summarize
+from pytest_kernelbench.rank.timing import Timing, summarize
 from pytest_kernelbench.problem import ProblemError, load_problem
-from pytest_kernelbench.worker import compare
+from pytest_kernelbench.rank import compare
 
 from kbrun import PROBLEMS, make_tree
 
@@ -146,26 +146,25 @@ def test_aliasing_unchanged_and_distinct():
     assert "persistent buffer" in compare.distinct([buf, buf])
 
 
-def test_timing_summary_is_median_of_max_over_ranks():
-    s = summarize([[1.0, 5.0, 3.0], [2.0, 1.0, 3.5]])
+def test_timing_summary_is_median_min_max_of_the_rounds():
+    s = summarize([2.0, 5.0, 3.5])
     assert s["rounds_s"] == [2.0, 5.0, 3.5] and s["median_s"] == 3.5 and s["min_s"] == 2.0
 
 
 class _VirtualClocks:
-    """CPU-path clocks over virtual time: a call costs what the test says, nothing else does."""
-    cuda = False
+    """Virtual time: a call costs what the test says, nothing else does."""
 
     def __init__(self):
         self.now = 0.0
 
-    def barrier(self):
-        pass
-
-    def sync(self, wait_s):
-        return []
-
-    def perf_counter(self):
-        return self.now
+    def side(self, impl):
+        """A window of `calls` calls, as the checker times one: seconds per call."""
+        def window(calls, key):
+            t0 = self.now
+            for _ in range(calls):
+                impl(None)
+            return (self.now - t0) / calls
+        return window
 
 
 def _self_check(first_of_pair_penalty, unseen_data_penalty, rounds):
@@ -187,10 +186,10 @@ def _self_check(first_of_pair_penalty, unseen_data_penalty, rounds):
             state["seen"].add(state["key"])
         clocks.now += cost
 
-    t = Timing(clocks, lambda v: v, lambda msg: None, TimingSpec(rounds=rounds, warmup=1, round_s=1.0, max_iters=1))
-    measured = t.run("size x", impl, impl, [(0,)], refill, lambda active: None)
+    t = Timing(lambda v: v, lambda msg: None, TimingSpec(rounds=rounds, warmup=1, round_s=1.0, max_iters=1))
+    measured = t.run("size x", {"reference": clocks.side(impl), "candidate": clocks.side(impl)}, refill, lambda n: 1)
     times = measured["times"]
-    ratio = summarize([times["reference"]])["median_s"] / summarize([times["candidate"]])["median_s"]
+    ratio = summarize(times["reference"])["median_s"] / summarize(times["candidate"])["median_s"]
     return times, ratio
 
 
@@ -223,9 +222,10 @@ def _noisy_self_check(jitter, rounds, max_rounds, seed=1):
         clocks.now += 1.0 + rng.uniform(-jitter, jitter)
 
     spec = TimingSpec(rounds=rounds, warmup=1, round_s=1.0, max_iters=1, band_target=0.03, max_rounds=max_rounds)
-    t = Timing(clocks, lambda v: v, lambda msg: None, spec)
-    measured = t.run("size x", impl, impl, [(0,)], lambda key: None, lambda active: None)
-    timing = {name: summarize([measured["times"][name]]) for name in ("reference", "candidate")}
+    t = Timing(lambda v: v, lambda msg: None, spec)
+    measured = t.run("size x", {"reference": clocks.side(impl), "candidate": clocks.side(impl)}, lambda key: None,
+                     lambda n: 1)
+    timing = {name: summarize(measured["times"][name]) for name in ("reference", "candidate")}
     return measured, metrics.size_band(timing)
 
 

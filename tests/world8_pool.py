@@ -39,7 +39,7 @@ PG_TIMEOUT_S = 60.0
 
 
 def _digest(obj) -> str:
-    from pytest_kernelbench.worker.compare import leaves
+    from pytest_kernelbench.rank.compare import leaves
     h = hashlib.sha256()
     for path, v in leaves(obj, "in"):
         h.update(path.encode())
@@ -53,7 +53,7 @@ def _digest(obj) -> str:
 
 
 def _not_finite(obj) -> str | None:
-    from pytest_kernelbench.worker.compare import leaves
+    from pytest_kernelbench.rank.compare import leaves
     for path, v in leaves(obj):
         if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()) and v.numel():
             if not bool(torch.isfinite(v.float() if v.element_size() == 1 else v).all()):   # fp8: no isfinite
@@ -65,8 +65,8 @@ def _not_finite(obj) -> str | None:
 
 def one_problem(root: Path, problem_id: str, rank: int, world: int) -> dict:
     from pytest_kernelbench.problem import TINY, load_problem
-    from pytest_kernelbench.worker import compare
-    from pytest_kernelbench.worker.files import load_module
+    from pytest_kernelbench.rank import compare
+    from pytest_kernelbench.rank.files import load_module
     t0 = time.perf_counter()
     p = load_problem(root / problem_id / "problem.yaml", root)
     dtype, device, tol = getattr(torch, p.dtype), torch.device("cpu"), dict(p.tolerance)

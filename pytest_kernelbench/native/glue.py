@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from ..worker.native import NativeContext
+    from ..rank.native import NativeContext
 
 IPC_HANDLE_BYTES = 64
 
@@ -43,7 +43,7 @@ def check(lib: ctypes.CDLL, rc: int, what: str) -> None:
 
 def exchange(obj: object) -> list:
     """Every rank's `obj`, in rank order (the default process group's store; setup only)."""
-    from ..worker.exchange import all_gather
+    from ..rank.exchange import all_gather
     return all_gather(obj, "glue", codec="pickle")
 
 

@@ -471,13 +471,18 @@ def test_functional_collectives_are_forbidden(judged, name):
 
 
 def test_collective_only_in_unwatched_timed_calls_is_forbidden(judged):
-    failed(judged, "fc_when_unwatched", "forbidden_call", "during timing")
+    """Every call is watched alike now (no dispatch mode marks the checked ones), so the collective
+    it kept for "unwatched" calls is counted in its first non-setup call."""
+    failed(judged, "fc_when_unwatched", "forbidden_call", "ProcessGroup.allreduce")
 
 
 # ---- hidden files ------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["hf_job_json", "hf_walk_up", "hf_sys_path", "hf_subprocess", "hf_at_import"])
-def test_reading_the_hidden_files_is_caught(judged, name):
-    it = failed(judged, name, "forbidden_call")
+def test_reading_the_hidden_files_is_refused(judged, name):
+    """The candidate process cannot read the problem tree or the job's files (the sandbox refuses,
+    whatever the path); an attempt the in-process shield sees fails the item as well."""
+    it = item(judged, name)
+    assert it["outcome"] == "passed" or it["failure"] == "forbidden_call", explain(it)
     assert "KBPROBE stole" not in rank_logs(it) and "def inputs" not in rank_logs(it)
 
 
@@ -505,25 +510,33 @@ def test_worker_thread_left_running_fails(judged):
 
 
 def test_output_finished_after_return_fails(judged):
-    # the harness copies the outputs the moment solution() returns and compares after waiting
-    # for the candidate's threads: an output still being written in the background fails
-    failed(judged, "thread_per_call", "runtime_error", "changed after solution() returned")
+    # a thread still running when solution() returns (finishing the output in the background) fails
+    failed(judged, "thread_per_call", "runtime_error", "threads it started were still running")
 
 
 # ---- tampering ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["patch_timer_import", "patch_timer_call", "patch_compare", "patch_tensor_any",
-                                  "patch_harness_module", "patch_code_object", "global_dispatch_mode"])
-def test_patching_the_clock_or_the_check_is_caught(judged, name):
-    it = failed(judged, name, "forbidden_call", "patched")
-    if name == "patch_timer_call":
-        for what in ("time.perf_counter", "torch.cuda.synchronize", "Event.elapsed_time"):
-            assert what in it["message"], it["message"]
-    assert not any(s.get("speedup") for s in it["sizes"] if s.get("timing")), "a tampered run must not report times"
+@pytest.mark.parametrize("name", ["patch_timer_import", "patch_timer_call"])
+def test_patching_the_clock_is_harmless(judged, name):
+    """The clock is the checker's, in another process: a candidate that patches its own times
+    nothing but itself, and is judged on what it computes (these compute the right answer)."""
+    it = item(judged, name)
+    assert it["outcome"] == "passed", explain(it)
+
+
+@pytest.mark.parametrize("name", ["patch_compare", "patch_tensor_any", "patch_harness_module", "patch_code_object"])
+def test_patching_the_check_is_harmless(judged, name):
+    """The comparison runs in the checker: patched comparison functions in the candidate's process
+    change nothing, and its garbage output is a mismatch."""
+    failed(judged, name, "mismatch")
+
+
+def test_a_dispatch_mode_left_active_breaks_the_global_state_rule(judged):
+    failed(judged, "global_dispatch_mode", "forbidden_call", "global torch state", "dispatch modes left active")
 
 
 # ---- fake outputs ------------------------------------------------------------------------------
 def test_lazy_tensor_subclass_fails(judged):
-    failed(judged, "lazy_subclass", "mismatch", "expected a torch.Tensor")
+    failed(judged, "lazy_subclass", "mismatch", "not a torch.Tensor")
 
 
 def test_view_of_the_input_fails(judged):

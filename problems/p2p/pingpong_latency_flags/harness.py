@@ -1,9 +1,6 @@
-import ctypes
-
 import torch
 
 from pytest_kernelbench.harnesslib import exact_values
-from pytest_kernelbench.native import glue
 
 
 def inputs(size, rank, world_size, gen, device, dtype):
@@ -18,25 +15,3 @@ def cost(size, world_size, dtype):
             "hbm_bytes": 4 * b,                      # read x, write y, the partner's writes into the inbox, read it
             "flops": size["rounds"] * size["msg"],   # one add per element per round
             "messages": 2 * size["rounds"]}          # every round trip waits for the one before
-
-
-# ---- glue (hidden): one IPC buffer per rank (flags + inbox), mapped into the partner ------------------
-def native_setup(lib, ctx):
-    inbox_bytes = 2 * max(int(cfg["msg"]) for cfg in ctx.sizes.values()) * 4
-    glue.check(lib, glue.declare(lib, "kb_init", ctypes.c_int, ctypes.c_int)(ctx.device.index), "kb_init")
-    nbytes = glue.declare(lib, "kb_buffer_bytes", ctypes.c_size_t, ctypes.c_longlong)(inbox_bytes)
-    bufs = glue.ipc_buffers(lib, ctx, nbytes)
-    setup = glue.declare(lib, "kb_setup", ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_longlong)
-    glue.check(lib, setup(ctx.rank, ctx.world, bufs, inbox_bytes), "kb_setup")
-    torch.cuda.synchronize(ctx.device)
-    glue.exchange(None)          # every rank mapped its partner's buffer before anyone's first call
-    ctx.state["fn"] = glue.declare(lib, "kb_pingpong", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                   ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
-
-
-def native_call(lib, inputs, ctx):
-    (x,) = inputs
-    y = torch.empty_like(x)
-    rc = ctx.state["fn"](glue.ptr(x), glue.ptr(y), x.shape[0], x.shape[1], ctx.stream())
-    glue.check(lib, rc, "kb_pingpong")
-    return y

@@ -1,8 +1,4 @@
-import ctypes
-
 import torch
-
-from pytest_kernelbench.native import glue
 
 
 def inputs(size, rank, world_size, gen, device, dtype):
@@ -12,19 +8,3 @@ def inputs(size, rank, world_size, gen, device, dtype):
 def cost(size, world_size, dtype):
     b = size["n"] * torch.tensor([], dtype=dtype).element_size()
     return {"link_bytes": b, "hbm_bytes": 4 * b}     # x into a slot, the slot out to y
-
-
-# ---- glue (hidden): one segment with W rings, mapped by every rank ------------------------------------
-def native_setup(lib, ctx):
-    seg_bytes = glue.declare(lib, "kb_segment_bytes", ctypes.c_size_t, ctypes.c_int)(ctx.world)
-    ctx.state["segment"] = glue.shared_segment(ctx, seg_bytes)
-    ctx.state["fn"] = glue.declare(lib, "kb_ring_exchange", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                   ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int)
-
-
-def native_call(lib, inputs, ctx):
-    (x,) = inputs
-    y = torch.empty_like(x)
-    rc = ctx.state["fn"](ctx.state["segment"], glue.ptr(x), glue.ptr(y), x.numel(), ctx.rank, ctx.world)
-    glue.check(lib, rc, "kb_ring_exchange")
-    return y

@@ -1,8 +1,4 @@
-import ctypes
-
 import torch
-
-from pytest_kernelbench.native import glue
 
 
 def inputs(size, rank, world_size, gen, device, dtype):
@@ -12,21 +8,3 @@ def inputs(size, rank, world_size, gen, device, dtype):
 def cost(size, world_size, dtype):
     b = size["n"] * torch.tensor([], dtype=dtype).element_size()
     return {"link_bytes": (world_size - 1) * b, "hbm_bytes": (world_size + 1) * b}
-
-
-# ---- glue (hidden): the barrier and both parities of W slots in one shared segment -------------------
-def native_setup(lib, ctx):
-    n_max = glue.max_size(ctx, "n")
-    nbytes = glue.declare(lib, "kb_segment_bytes", ctypes.c_size_t, ctypes.c_int, ctypes.c_int64)(ctx.world, n_max)
-    ctx.state.update(segment=glue.shared_segment(ctx, nbytes), n_max=n_max)
-    ctx.state["fn"] = glue.declare(lib, "kb_gather", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                   ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_int)
-
-
-def native_call(lib, inputs, ctx):
-    (x,) = inputs
-    y = torch.empty((ctx.world, x.numel()), dtype=x.dtype)
-    rc = ctx.state["fn"](ctx.state["segment"], glue.ptr(x), glue.ptr(y), x.numel(), ctx.state["n_max"],
-                         ctx.rank, ctx.world)
-    glue.check(lib, rc, "kb_gather")
-    return y

@@ -1,7 +1,7 @@
-"""Rank side of native problems (problems/NATIVE.md): load the library the pytest process built
-and make harness.py's glue the candidate's solution(). The glue is harness code: its setup
-(native_setup: exchanging IPC handles or a shared segment's name over the process group) runs
-once at import; native_call(lib, inputs, ctx) then runs inside every candidate call."""
+"""Native problems in the candidate process (problems/NATIVE.md): load the library the pytest
+process built and make the problem's glue.py the candidate's solution(). Its setup (native_setup:
+exchanging IPC handles or a shared segment's name over the candidate group) runs once at import;
+native_call(lib, inputs, ctx) then runs inside every candidate call."""
 from __future__ import annotations
 
 import ctypes
@@ -35,16 +35,16 @@ class NativeContext:
         return int(torch.cuda.current_stream(self.device).cuda_stream)
 
 
-def load(lib_path: str, harness: ModuleType, ctx: NativeContext) -> SimpleNamespace:
-    """A module-like object whose solution(*inputs) calls harness.native_call(lib, inputs, ctx)."""
+def load(lib_path: str, glue: ModuleType, ctx: NativeContext) -> SimpleNamespace:
+    """A module-like object whose solution(*inputs) calls glue.native_call(lib, inputs, ctx)."""
     try:
         lib = ctypes.CDLL(lib_path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
     except OSError as e:
         raise NativeLoadError(f"the built library does not load: {e}") from None
-    setup = getattr(harness, "native_setup", None)
+    setup = getattr(glue, "native_setup", None)
     if setup is not None:
         setup(lib, ctx)
-    call = harness.native_call
+    call = glue.native_call
 
     def solution(*inputs: Any) -> Any:
         return call(lib, inputs, ctx)

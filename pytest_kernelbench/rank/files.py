@@ -1,8 +1,6 @@
-"""A rank's files in the job folder (layout: protocol.JobLayout): heartbeat, error and result
-records, the signed done mark, and module loading. The secret (signing key, input nonce) is read
-by every rank at start and deleted by rank 0 before any candidate code runs, so neither a
-candidate nor a child process of it can forge done/ and result.json or predict other ranks'
-inputs."""
+"""A checker's files in the job folder (protocol.JobLayout): heartbeat, error and result records,
+the done mark signed with the job's key (which reached the checker in memory, never as a file),
+and module loading. The candidate process cannot reach any of them (rank/sandbox.py)."""
 from __future__ import annotations
 
 import importlib.util
@@ -12,17 +10,18 @@ import sys
 import time
 import traceback
 
-from ..protocol import atomic_write, done_mark
+from ..protocol import JobLayout, atomic_write, done_mark
 
 
 class JobFiles:
     def __init__(self, job_dir: str, rank: int, token: str, key: str | None = None):
         self.dir = job_dir
+        self.layout = JobLayout(job_dir)
         self.rank = rank
         self.token = token
         self.key = key
         self.result_bytes = b""
-        for sub in ("hb", "logs", "error", "done"):
+        for sub in JobLayout.SUBDIRS:
             os.makedirs(os.path.join(job_dir, sub), exist_ok=True)
 
     def _write(self, rel: str, text: str):
@@ -31,8 +30,11 @@ class JobFiles:
     def heartbeat(self, phase: str):
         self._write(f"hb/rank{self.rank}", f"{time.time():.3f} {phase}\n")
 
-    def error(self, category: str, message: str, where: str, exc: BaseException | None = None):
-        tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:] if exc else ""
+    def pids(self, checker: int, candidate: int):
+        self._write(f"hb/pids{self.rank}", f"{checker} {candidate}\n")
+
+    def error(self, category: str, message: str, where: str, exc: BaseException | None = None, tb: str = ""):
+        tail = tb or ("".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:] if exc else "")
         self._write(f"error/rank{self.rank}.json", json.dumps({
             "rank": self.rank, "category": category, "message": message[:2000], "where": where,
             "traceback": tail, "time": time.time()}))
@@ -47,7 +49,7 @@ class JobFiles:
 
     def redirect_output(self):
         """Send this rank's stdout/stderr (fd level, so C++ and child output too) to its log."""
-        fd = os.open(os.path.join(self.dir, "logs", f"rank{self.rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(self.layout.checker_log(self.rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         sys.stdout.flush()
         sys.stderr.flush()
         os.dup2(fd, 1)

@@ -1,14 +1,16 @@
-"""The rank server's process: `python -m pytest_kernelbench.worker.zygote`.
+"""The rank server's process: `python -m pytest_kernelbench.rank.zygote`.
 
-It imports torch and the worker once, then forks one fresh process per rank the launcher asks
-for (rankserver.py). It never loads a problem's or a candidate's code: a forked rank runs exactly
-one rank of one job and exits, so no candidate shares a process with a later item, while no rank
-pays for importing torch (about 2 s of CPU each on a CPU machine, most of a small item's cost).
+It imports torch and the rank side once, then forks one fresh checker per rank the launcher asks
+for (rankserver.py); each checker forks its own candidate process. It never loads a problem's or
+a candidate's code and never holds a job's key (that reaches each checker from the launcher
+directly), so a process forked from it has nothing to find in its memory; and no rank pays for
+importing torch (about 2 s of CPU each on a CPU machine, most of a small item's cost).
 
 Requests come on stdin, one JSON line each, and count only with the launcher's secret (its first
-line); a rank can reach this process's stdin through /proc, so a forged or garbled line is dropped,
-never obeyed. Replies and exit codes go out on stdout as JSON lines. The zygote leaves when stdin
-closes (its launcher is gone) and dies with its parent.
+line). The zygote is non-dumpable: a candidate process (no capabilities) cannot open its stdin
+through /proc; a forged or garbled line would be dropped anyway, never obeyed. Replies and exit
+codes go out on stdout as JSON lines. After each job the launcher has it kill whatever of its
+children is still alive ("reap"). The zygote leaves when stdin closes and dies with its parent.
 """
 from __future__ import annotations
 
@@ -39,8 +41,8 @@ def _spawn(req: dict, out_fd: int, in_fd: int) -> int:
         os.environ.update(req["env"])
         os.chdir(req["cwd"])
         tempfile.tempdir = None     # TMPDIR is the job's now
-        sys.argv = ["pytest_kernelbench.worker", req["job_dir"]]
-        from .main import main
+        sys.argv = ["pytest_kernelbench.rank", req["job_dir"]]
+        from .checker import main
         main([req["job_dir"]])      # leaves through os._exit
     except BaseException as e:      # noqa: BLE001 - the rank could not even start: say so in its log
         try:
@@ -48,6 +50,28 @@ def _spawn(req: dict, out_fd: int, in_fd: int) -> int:
         except OSError:
             pass
     os._exit(code)
+
+
+def _reap_children() -> list[int]:
+    """SIGKILL every living child of this process (ranks of a finished job, or anything a
+    candidate left re-parented here); their exits are reported as usual."""
+    import signal
+    me, killed = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(rest[1]) == me and rest[0] != "Z":
+            try:
+                os.kill(int(name), signal.SIGKILL)
+                killed.append(int(name))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
 
 
 def _say(fd: int, msg: dict) -> None:
@@ -91,6 +115,8 @@ def serve(in_fd: int = 0, out_fd: int = 1) -> None:
                 continue
             if req.get("op") == "ping":
                 _say(out_fd, {"pong": req.get("id")})
+            elif req.get("op") == "reap":     # the job is over: none of its processes may linger
+                _say(out_fd, {"reaped": _reap_children(), "id": req.get("id")})
             elif req.get("op") == "spawn":
                 import torch
                 if torch.cuda.is_initialized():    # a forked CUDA context is unusable: never hand one out
@@ -101,11 +127,16 @@ def serve(in_fd: int = 0, out_fd: int = 1) -> None:
 
 def main() -> None:
     from ..procs import die_with_parent
+    from .sandbox import nondumpable
     die_with_parent()
-    # what every rank imports; nothing here touches CUDA (fork would copy a dead context)
+    nondumpable()
+    # what every checker and candidate process imports; nothing here touches CUDA (fork would copy
+    # a dead context)
     import torch  # noqa: F401
     import torch.distributed  # noqa: F401
-    from . import checks, clocks, compare, exchange, failures, guards, main as _main, native, safety, shield, tamper, timed, timing  # noqa: F401
+    import torch.distributed._functional_collectives  # noqa: F401
+    from . import (candidate, channel, checker, checks, compare, envwatch, exchange, globalstate,  # noqa: F401
+                   guards, link, memory, multicast, native, sandbox, shield, sizes, stats, timing)
     serve()
 
 

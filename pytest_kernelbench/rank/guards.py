@@ -1,26 +1,20 @@
-"""What a candidate may not do inside a rank, and how we notice.
-
-- Forbidden API families, watched in three layers. (1) torch.distributed functions and the
-  functional-collective functions are wrapped with counters; (2) so are the ProcessGroup and
-  Backend methods (dist.group.WORLD.allreduce, pg._get_backend(dev).allreduce: the latter never
-  reaches the dispatcher); both are cheap and on for every candidate call, timed ones included.
-  (3) Correctness calls also run under a TorchDispatchMode that sees every c10d /
-  functional-collective / symm_mem dispatcher op however it was reached (torch.ops included).
-  The harness's own barriers and object gathers are marked and never counted.
-Tampering is watched in tamper.py, hidden files in shield.py, clocks in clocks.py.
+"""Forbidden API families, counted in the candidate process (best effort: it is the candidate's own
+process; what the OS enforces is in sandbox.py, and the verdict is the checker's). Three layers,
+all cheap and on in every call alike (so no call can be told from another by them):
+(1) torch.distributed functions and the functional-collective functions are wrapped with
+counters; (2) so are the ProcessGroup and Backend methods (dist.group.WORLD.allreduce,
+pg._get_backend(dev).allreduce: the latter never reaches the dispatcher); (3) the c10d,
+functional-collective and symm_mem operator packets under torch.ops are wrapped as well, so
+`torch.ops._c10d_functional.all_reduce(...)` counts however it is spelled in Python.
+The first call of each size is setup (rendezvous) and is not counted.
 """
 from __future__ import annotations
 
-import sys
-import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import torch
 import torch.distributed as dist
-from torch.utils._python_dispatch import TorchDispatchMode
-
-if TYPE_CHECKING:
-    from torch._ops import OpOverload
 
 
 COLLECTIVE_FUNCS = (
@@ -51,24 +45,6 @@ SYMM_MEM_ALLOWED = frozenset({"empty", "empty_strided_p2p", "rendezvous", "get_r
                               "set_backend", "get_backend"})
 # functional-collective bookkeeping ops that move no data
 IGNORED_OPS = frozenset({"wait_tensor", "_wrap_tensor_autograd"})
-
-_tls = threading.local()
-
-
-class harness_call:
-    """Marks collectives the harness itself issues (barriers, object gathers) so that they are
-    never counted against the candidate, even inside a timed candidate round."""
-
-    def __enter__(self):
-        _tls.depth = getattr(_tls, "depth", 0) + 1
-
-    def __exit__(self, *exc: object) -> None:
-        _tls.depth -= 1
-
-
-def _by_harness() -> bool:
-    return getattr(_tls, "depth", 0) > 0
-
 
 def family_of_op(namespace: str, name: str) -> str | None:
     if namespace in ("c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd"):
@@ -118,12 +94,13 @@ class ForbidGuard:
                     setattr(funcol, name, self._wrap(f"torch.distributed._functional_collectives.{name} (collectives)",
                                                      getattr(funcol, name)))
         self._wrap_process_groups()
+        self._wrap_op_namespaces()
 
     def _wrap(self, label: str, original: Callable[..., Any]) -> Callable[..., Any]:
         guard = self
 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if guard.active and not _by_harness():
+            if guard.active:
                 guard.record(label)
             return original(*args, **kwargs)
 
@@ -157,7 +134,7 @@ class ForbidGuard:
                 label = f"{cls.__name__}.{name} ({family})"
 
                 def method(self_: Any, *args: Any, _kb_raw: Any = raw, _kb_label: str = label, **kwargs: Any) -> Any:
-                    if guard.active and not _by_harness():
+                    if guard.active:
                         guard.record(_kb_label)
                     return _kb_raw.__get__(self_, type(self_))(*args, **kwargs)
 
@@ -168,34 +145,47 @@ class ForbidGuard:
                 except (TypeError, AttributeError):
                     pass
 
-    def dispatch_mode(self):
-        # TorchDispatchMode wraps a subclass's __torch_dispatch__ in torch._disable_dynamo, whose
-        # first call imports torch._dynamo (seconds of CPU per rank). A candidate that already
-        # uses torch.compile has paid that; otherwise take the plain mode.
-        cls = _ForbidMode if "torch._dynamo" in sys.modules else _ForbidModeNoDynamo
-        return cls(self)
+    def _wrap_op_namespaces(self) -> None:
+        """torch.ops.<ns>.<op> for the forbidden families: each operator packet is replaced by a
+        counting proxy (its overloads too), so a direct dispatcher call counts like the function."""
+        for ns_name in OP_NAMESPACES:
+            ns = getattr(torch.ops, ns_name, None)
+            if ns is None:
+                continue
+            for op_name in _op_names(ns_name):
+                family = family_of_op(ns_name, op_name)
+                if family is None or family not in self.families:
+                    continue
+                try:
+                    packet = getattr(ns, op_name)
+                except (AttributeError, RuntimeError):
+                    continue
+                setattr(ns, op_name, _CountingPacket(packet, f"torch.ops.{ns_name}.{op_name} ({family})", self))
 
 
-def _forbid_dispatch(self: _ForbidMode, func: OpOverload, types: tuple[type, ...], args: tuple = (),
-                     kwargs: dict | None = None) -> Any:
-    ns = getattr(func, "namespace", "")
-    name = func._schema.name.split("::")[-1] if hasattr(func, "_schema") else str(func)
-    family = family_of_op(ns, name)
-    if family and family in self.guard.families and not _by_harness():
-        self.guard.record(f"torch.ops.{ns}.{name} ({family})")
-    return func(*args, **(kwargs or {}))
+OP_NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd", "symm_mem")
 
 
-class _ForbidMode(TorchDispatchMode):
-    def __init__(self, guard: ForbidGuard):
-        super().__init__()
-        self.guard = guard
-
-    __torch_dispatch__ = _forbid_dispatch
-
-
-class _ForbidModeNoDynamo(_ForbidMode):
-    pass
+def _op_names(namespace: str) -> list[str]:
+    """Every operator the dispatcher has registered in a namespace."""
+    prefix = namespace + "::"
+    names = {n[len(prefix):].split(".")[0] for n in torch._C._dispatch_get_all_op_names() if n.startswith(prefix)}
+    return sorted(names)
 
 
-_ForbidModeNoDynamo.__torch_dispatch__ = _forbid_dispatch   # set after class creation: not wrapped
+class _CountingPacket:
+    """An operator packet that counts its calls (and its overloads' calls) while the guard is active."""
+
+    def __init__(self, packet: Any, label: str, guard: ForbidGuard) -> None:
+        self._packet, self._label, self._guard = packet, label, guard
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._guard.active:
+            self._guard.record(self._label)
+        return self._packet(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        inner = getattr(self._packet, name)
+        if name.startswith("_") or not callable(inner):
+            return inner
+        return _CountingPacket(inner, self._label, self._guard)

@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..safety import GUARDED_ENV, MULTICAST_OFF
+from ..protocol import GUARDED_ENV, MULTICAST_OFF
 
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec

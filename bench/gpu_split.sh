@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Issue 21 (and 23's primitives example) on ONE GPU: the checker / candidate-process split with
+# CUDA, NCCL at W = 1, symmetric memory and load_inline under the hardened candidate process.
+#   bash bench/gpu_split.sh smoke      a few items, small size, short timing: does the split run?
+#   bash bench/gpu_split.sh evidence   the self-check of every W = 1-capable problem (W = 1 copies
+#                                      of references that run alone) at sizes >= 1 MiB, the harness
+#                                      cost per item, the shipped kernels, the primitives example
+# Reports land in $OUT; the table (kernelbench spread / overhead) is printed last.
+source "$(dirname "$0")/gpu_common.sh"
+R=/tmp/kb-21; mkdir -p $R
+what=${1:-smoke}
+machine
+python3 -c "from pytest_kernelbench.rank.sandbox import landlock_abi, expected_layers; print('landlock ABI', landlock_abi(), expected_layers())"
+
+w1_copies() {   # the problems valid at W = 1, plus W = 1 copies of problems whose references run alone
+  python3 - "$1" <<'PY'
+import pathlib, shutil, sys, yaml
+dst = pathlib.Path(sys.argv[1])
+shutil.rmtree(dst, ignore_errors=True)
+names = ["collective/all_reduce", "collective/all_gather", "collective/reduce_scatter", "collective/all_to_all",
+         "collective/broadcast", "utility/grad_clip_inplace", "utility/sharded_rmsnorm",
+         "utility/vocab_parallel_cross_entropy", "utility/zero1_adam_step", "fusion/allreduce_residual_rmsnorm",
+         "fusion/gemm_allreduce", "fusion/allgather_gemm"]
+for y in sorted(pathlib.Path("problems").glob("*/*/problem.yaml")):
+    d = yaml.safe_load(y.read_text())
+    rel = f"{y.parent.parent.name}/{y.parent.name}"
+    if rel in names or (1 in d.get("world_sizes", []) and "cuda" in d.get("devices", [])):
+        out = dst / rel
+        shutil.copytree(y.parent, out, ignore=shutil.ignore_patterns("__pycache__"))
+        d["world_sizes"] = [1]
+        (out / "problem.yaml").write_text(yaml.safe_dump(d, sort_keys=False))
+print(len(list(dst.glob("*/*/problem.yaml"))), "problems at W = 1")
+PY
+}
+
+# a load_inline candidate for all_reduce at W = 1 (the sum over one rank is a copy)
+load_inline_candidate() {
+  mkdir -p "$1/collective"
+  cat > "$1/collective/all_reduce.py" <<'PY'
+import torch
+from torch.utils.cpp_extension import load_inline
+
+_src = r"""
+#include <torch/extension.h>
+#include <cuda_bf16.h>
+__global__ void copy_kernel(const __nv_bfloat16* x, __nv_bfloat16* y, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  for (; i < n; i += (long)gridDim.x * blockDim.x) y[i] = x[i];
+}
+torch::Tensor copy(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  long n = x.numel();
+  copy_kernel<<<264, 512, 0, at::cuda::getCurrentCUDAStream()>>>(
+      (const __nv_bfloat16*)x.data_ptr(), (__nv_bfloat16*)y.data_ptr(), n);
+  return y;
+}
+"""
+_ext = load_inline("kb_w1_copy", cpp_sources="torch::Tensor copy(torch::Tensor x);", cuda_sources=_src,
+                   functions=["copy"], extra_cuda_cflags=["-O3"], verbose=False)
+
+def solution(x):
+    return _ext.copy(x)      # W = 1: the sum over ranks is x itself
+PY
+  sed -i 's/#include <cuda_bf16.h>/#include <cuda_bf16.h>\n#include <ATen\/cuda\/CUDAContext.h>/' "$1/collective/all_reduce.py"
+}
+
+smoke() {
+  w1_copies $R/w1
+  log "self-check, small, short timing"
+  timeout -k 10 -s INT 240 $PT $R/w1/collective/all_reduce $R/w1/collective/all_gather $R/w1/utility \
+    --kb-candidate=reference --kb-sizes=small --kb-timing-rounds=6 --kb-report=$R/smoke-ref.json 2>&1 | tail -25
+  log "shipped symm_mem kernels (load_inline + symmetric memory at W = 1)"
+  timeout -k 10 -s INT 200 $PT $R/w1/collective/all_reduce $R/w1/collective/all_gather --kb-candidate=shipped \
+    --kb-sizes=small --kb-timing-rounds=6 --kb-report=$R/smoke-shipped.json 2>&1 | tail -12
+  log "a load_inline candidate from a folder"
+  load_inline_candidate $R/sol
+  timeout -k 10 -s INT 200 $PT $R/w1/collective/all_reduce --kb-solutions=$R/sol --kb-sizes=small \
+    --kb-timing-rounds=6 --kb-report=$R/smoke-inline.json 2>&1 | tail -8
+  cp $R/smoke-*.json "$OUT/" 2>/dev/null
+}
+
+evidence() {
+  w1_copies $R/w1
+  log "self-check of the W = 1 set, sizes >= 1 MiB (fork launcher)"
+  timeout -k 10 -s INT "${KB_RUN_S:-330}" $PT $R/w1 --kb-candidate=reference --kb-report=$R/selfcheck.json \
+    2>&1 | tail -6
+  log "shipped kernels and a load_inline candidate"
+  timeout -k 10 -s INT 120 $PT $R/w1/collective --kb-candidate=shipped --kb-report=$R/shipped.json 2>&1 | tail -6
+  load_inline_candidate $R/sol
+  timeout -k 10 -s INT 90 $PT $R/w1/collective/all_reduce --kb-solutions=$R/sol --kb-report=$R/inline.json \
+    2>&1 | tail -4
+  if [ -f bench/primitives_example.py ]; then
+    log "primitives example (issue 23)"
+    timeout -k 10 -s INT 120 python3 bench/primitives_example.py --out "$OUT" 2>&1 | tail -6
+  fi
+  cp $R/selfcheck.json $R/shipped.json $R/inline.json "$OUT/" 2>/dev/null
+  log tables
+  KB="python3 -m pytest_kernelbench.cli"
+  $KB spread $R/selfcheck.json | tail -12
+  $KB overhead $R/selfcheck.json | tail -3
+}
+
+case "$what" in
+  smoke) smoke ;;
+  evidence) evidence ;;
+  *) echo "usage: gpu_split.sh smoke | evidence"; exit 2 ;;
+esac
+log done

@@ -1,0 +1,3 @@
+from .checker import main
+
+main()

@@ -1,0 +1,310 @@
+"""The candidate process: forked by its checker before the checker holds anything secret, hardened
+(sandbox.py) before any candidate code is imported, then it serves the checker's requests over
+the channel: join the candidate group, import the candidate, map input arenas, run batches of
+solution() calls and describe their outputs. It holds no secret, no harness, no reference and no
+verdict, and nothing it says is trusted: the checker reads outputs and inputs itself.
+
+The in-process guards (forbidden API counters, the multicast audit hook, the file shield, the
+global torch state rule) are best effort here and report through the batch's Done.
+"""
+from __future__ import annotations
+
+import datetime
+import faulthandler
+import importlib.util
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+from ..protocol import (Arena, Batch, CandidateInit, Done, Exit, Failed, Imported, Ready, Release, Sets, StorePort,
+                        encode)
+from . import memory
+from .channel import Channel, ChannelClosed, ControlPage
+
+COMPILE_MARKERS = ("cpp_extension", "Error building extension", "CalledProcessError", "nvcc", "ninja",
+                   "triton.compiler", "NativeLoadError")
+THREAD_WAIT_S = 2.0
+SPIN_LIMIT_S = 600.0
+
+
+class CandidateProcess:
+    def __init__(self, chan: Channel, ctrl: ControlPage, layers: list[str]):
+        self.chan, self.ctrl, self.layers = chan, ctrl, layers
+        self.arenas: dict[int, Any] = {}
+        self.sets: list[Any] = []
+        self.held: list[Any] = []
+        self.exported: list[tuple[int, int]] = []      # CUDA allocations already announced: (base, end)
+        self.driver: Any = None
+        self.sync: Any = None
+        self.pid = os.getpid()
+
+    # ---- setup ------------------------------------------------------------------------------------
+    def init(self, msg: CandidateInit) -> None:
+        import torch
+        import torch.distributed as dist
+        from torch.distributed import TCPStore
+        self.msg, self.torch = msg, torch
+        self.cuda = msg.device == "cuda"
+        if self.cuda:
+            torch.cuda.set_device(msg.local_rank)
+            self.device = torch.device("cuda", msg.local_rank)
+            torch.zeros(1, device=self.device)       # the context, before the driver calls
+            from .cuda import Driver
+            self.driver = Driver()
+            self.sync = torch.cuda.synchronize
+        else:
+            torch.set_num_threads(1)
+            self.device = torch.device("cpu")
+            self.sync = None
+        # the group's timeout is fixed when it is made (gloo's point-to-point calls ignore later
+        # changes): long enough for the first call's setup; the launcher's deadline bounds hangs
+        timeout = datetime.timedelta(seconds=float(msg.setup_timeout_s))
+        if msg.rank == 0:
+            store = TCPStore("127.0.0.1", 0, msg.world, True, timeout=timeout, wait_for_workers=False)
+            self.chan.send(StorePort(store.port))
+        else:
+            store = TCPStore("127.0.0.1", msg.store_port, msg.world, False, timeout=timeout)
+        kwargs: dict[str, Any] = {"device_id": self.device} if self.cuda else {}
+        dist.init_process_group("nccl" if self.cuda else "gloo", store=store, rank=msg.rank, world_size=msg.world,
+                                timeout=timeout, **kwargs)
+        self.dtype = getattr(torch, msg.dtype)
+        from .globalstate import GlobalState
+        from .guards import ForbidGuard
+        from .shield import FileShield
+        self.forbid = ForbidGuard(msg.forbid)
+        self.forbid.install()
+        self.multicast = None
+        if not msg.allow_multicast:
+            from .multicast import MulticastGuard
+            self.multicast = MulticastGuard()
+            self.multicast.install()
+        self.shield = FileShield(msg.protected, job_dir=msg.job_dir or None)
+        self.state = GlobalState()
+        self.baseline_threads = set(threading.enumerate())
+        self.baseline_count = len(self.baseline_threads)
+
+    def import_candidate(self) -> None:
+        msg = self.msg
+        t0 = time.perf_counter()
+        self.shield.armed = True
+        try:
+            if msg.native_lib:
+                from .native import NativeContext, load
+                glue = _load_file(msg.glue_path, "kb_glue")
+                ctx = NativeContext(msg.rank, msg.world, self.device, self.dtype, msg.sizes)
+                module: Any = load(msg.native_lib, glue, ctx)
+            else:
+                module = _load_file(msg.candidate_path, "kb_candidate")
+        except BaseException as e:  # noqa: BLE001 - untrusted code may raise anything
+            self.shield.armed = False
+            tb = traceback.format_exc()
+            unsafe = self.unsafe()
+            if unsafe:
+                raise _Stop("unsafe", f"importing the candidate: {unsafe}", tb) from None
+            compile_like = isinstance(e, SyntaxError) or any(m in tb for m in COMPILE_MARKERS)
+            raise _Stop("compile_error" if compile_like else "runtime_error",
+                        f"importing the candidate: {type(e).__name__}: {e}", tb) from None
+        self.shield.armed = False
+        self.solution: Any = getattr(module, "solution", None)
+        if not callable(self.solution):
+            raise _Stop("compile_error", "the candidate module defines no callable solution()")
+        unsafe = self.unsafe()
+        if unsafe:
+            raise _Stop("unsafe", f"importing the candidate: {unsafe}")
+        changed = self.state.check()
+        if changed:
+            raise _Stop("forbidden_call", f"importing the candidate changed the {_rule()}: {'; '.join(changed)}")
+        if self.shield.attempts:
+            raise _Stop("forbidden_call", "importing the candidate: refused access to hidden files: "
+                        + ", ".join(sorted(set(self.shield.attempts)))[:400])
+        self.chan.send(Imported(time.perf_counter() - t0))
+
+    # ---- requests ---------------------------------------------------------------------------------
+    def map_arena(self, msg: Arena, fds: list[int]) -> None:
+        self.arenas[msg.id] = memory.Mapped(msg, fds, self.device, self.driver)
+
+    def set_inputs(self, msg: Sets) -> None:
+        self.sets = [memory.build(t, self.arenas) for t in msg.sets]
+
+    def run_batch(self, msg: Batch, seq: int) -> None:
+        """Wait for "go", call solution() on each listed set, hold every output, synchronize the
+        device, describe the outputs, and only then mark "done"."""
+        if msg.spin:
+            self.ctrl.mark_armed(seq)
+            self.ctrl.spin(0, seq, time.monotonic() + SPIN_LIMIT_S)
+        else:
+            self.chan.wait_poke()
+        done = Done(outputs=[])
+        self.forbid.active = not msg.first
+        self.shield.armed = True
+        new: list[list] = []
+        outs: list[Any] = []
+        self.held.append(outs)          # alive until Release: no later call can reuse their memory
+        running: list[str] = []
+        try:
+            for i in msg.calls:
+                outs.append(self.solution(*self.sets[i]))
+                if threading.active_count() > self.baseline_count and not running:   # cheap: no list made
+                    running = [t.name for t in threading.enumerate() if t not in self.baseline_threads]
+            if self.sync is not None:
+                self.sync()
+            done.outputs = [memory.describe(o, lambda p: self._export(p, new)) for o in outs]
+        except BaseException as e:  # noqa: BLE001
+            done.failed = {"category": "runtime_error", "message": f"{type(e).__name__}: {e}",
+                           "traceback": traceback.format_exc()[-4000:]}
+        finally:
+            if os.getpid() != self.pid:     # a child the candidate forked, unwinding into the runtime
+                os._exit(0)
+            self.forbid.active = False
+            self.shield.armed = False
+        done.segments = new
+        done.lent = [[m.ptr, m.nbytes, m.id] for m in self.arenas.values() if getattr(m, "ptr", 0)]
+        done.threads = running or self._threads()
+        done.unsafe = self.unsafe()
+        if not msg.first:
+            done.forbidden = dict(self.forbid.calls)
+        self.forbid.calls.clear()
+        done.state = self.state.check()
+        if self.shield.attempts:
+            done.forbidden["refused access to hidden files: " + ", ".join(sorted(set(self.shield.attempts)))[:300]] = 1
+            self.shield.attempts.clear()
+        self.ctrl.put_done(seq, encode(done))
+        if not msg.spin:
+            self.chan.poke()
+
+    def _export(self, p: int, new: list[list]) -> None:
+        """Announce the CUDA allocation holding device address p, the first time an output lives
+        there (cuMemGetAddressRange + IPC handle), so the checker can open it once."""
+        for base, end in self.exported:
+            if base <= p < end:
+                return
+        assert self.driver is not None
+        from .cuda import CudaError
+        try:
+            base, size = self.driver.allocation(p)
+            handle = self.driver.ipc_handle(base).hex()
+        except CudaError:       # memory it was lent, or not a plain allocation: the checker cannot read it
+            return
+        self.exported.append((base, base + size))
+        new.append([base, size, handle])
+
+    def _threads(self) -> list[str]:
+        """Python threads the candidate started that are still running (after a short wait)."""
+        end = time.monotonic() + THREAD_WAIT_S
+        while True:
+            extra = [t for t in threading.enumerate() if t not in self.baseline_threads and t.is_alive()]
+            if not extra or time.monotonic() > end:
+                return [t.name for t in extra]
+            for t in extra:
+                t.join(0.05)
+
+    def unsafe(self) -> str | None:
+        return self.multicast.check() if self.multicast is not None else None
+
+    def release(self) -> None:
+        self.held.clear()
+
+    def serve(self) -> None:
+        seq = 0
+        while True:
+            msg, fds = self.chan.recv()
+            if isinstance(msg, Arena):
+                self.map_arena(msg, fds)
+            elif isinstance(msg, Sets):
+                self.set_inputs(msg)
+            elif isinstance(msg, Batch):
+                seq += 1
+                self.run_batch(msg, seq)
+            elif isinstance(msg, Release):
+                self.release()
+            elif isinstance(msg, Exit):
+                return
+
+
+class _Stop(Exception):
+    def __init__(self, category: str, message: str, tb: str = ""):
+        super().__init__(message)
+        self.failed = Failed(category, message, tb[-4000:])
+
+
+def _rule() -> str:
+    from .globalstate import RULE
+    return RULE
+
+
+def _load_file(path: str | None, name: str) -> Any:
+    if not path:
+        raise ImportError("no file to load")
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(sock_fd: int, ctrl: ControlPage, log_fd: int, read_only: list[str], read_write: list[str],
+         sys_path: list[str], env: dict[str, str]) -> None:
+    """The forked child's life; leaves through os._exit. Runs before anything secret exists in
+    the parent, so its memory holds nothing worth reading."""
+    import socket
+    code = 0
+    try:
+        os.setsid()                        # its own process group: the checker stops it as one
+        keep = {sock_fd, ctrl.fd, log_fd}
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.closerange(3, min(sock_fd, ctrl.fd, log_fd))
+        for fd in _open_fds():
+            if fd > 2 and fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)   # where it was, when stopped
+        sys.argv = ["kernelbench-candidate"]
+        os.environ.update(env)             # home, temporary and cache folders inside its own scratch
+        os.chdir(env.get("HOME", "/"))
+        from .sandbox import harden
+        layers = harden(read_only, read_write)
+        sys.path[:0] = [p for p in sys_path if p not in sys.path]
+        chan = Channel(socket.socket(fileno=sock_fd))
+        proc = CandidateProcess(chan, ctrl, layers)
+        chan.send(Ready(os.getpid(), layers))
+        try:
+            msg, _ = chan.recv()
+            if not isinstance(msg, CandidateInit):
+                raise _Stop("runtime_error", "the checker sent no CandidateInit")
+            try:
+                proc.init(msg)
+            except Exception as e:  # noqa: BLE001 - the group or the device did not come up
+                raise _Stop("runtime_error", f"joining the candidate group: {type(e).__name__}: {e}",
+                            traceback.format_exc()) from None
+            proc.import_candidate()
+        except _Stop as stop:
+            chan.send(stop.failed)
+            while not isinstance(chan.recv()[0], Exit):     # the checker ends the job
+                pass
+            os._exit(0)
+        proc.serve()
+    except (ChannelClosed, BrokenPipeError):
+        code = 0
+    except BaseException:  # noqa: BLE001 - the checker sees the channel close and the log says why
+        traceback.print_exc()
+        code = 70
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _open_fds() -> list[int]:
+    try:
+        return [int(f) for f in os.listdir("/proc/self/fd")]
+    except OSError:
+        return []

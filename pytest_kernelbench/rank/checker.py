@@ -1,0 +1,328 @@
+"""The checker: the trusted half of a rank (forked by the rank server, or started by torchrun as
+`python -m pytest_kernelbench.rank JOB_DIR`).
+
+It forks its candidate process first, while it holds nothing secret, then gets the job's key and
+input nonce from the launcher in memory, joins the checkers' process group, loads the hidden
+harness and the reference, and drives the candidate: for each size, trials (fresh rank-dependent
+inputs lent to the candidate, its outputs read back by the checker, the reference run here on its
+own copy, compared here), then side-by-side timing (timing.py; outputs of timed calls checked on a
+subset the checker picks after each window) and the anti-caching passes (sizes.py). Verdicts are
+agreed across checkers; rank 0 writes the signed result.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any, NoReturn
+
+from ..protocol import CandidateInit, JobLayout, JobSpec
+from . import exchange, sandbox
+from .envwatch import EnvWatch
+from .failures import AgreedFailure, ItemFailed
+from .files import JobFiles, load_module
+from .link import Link
+
+KEY_TIMEOUT_S = 60.0
+
+
+class Checker:
+    def __init__(self, job_dir: str):
+        self.layout = JobLayout(job_dir)
+        self.job = JobSpec.read(self.layout.job)
+        self.rank = int(os.environ["RANK"])
+        self.world = int(os.environ["WORLD_SIZE"])
+        self.local_rank = int(os.environ.get("LOCAL_RANK", self.rank))
+        self.files = JobFiles(job_dir, self.rank, self.job.token)
+        self.files.redirect_output()
+        self.phases: dict[str, float] = {}
+        self.warnings: list[str] = []
+        self.link: Link | None = None
+        self.watch: EnvWatch | None = None
+        self.key = ""
+        self.nonce = ""
+        self.driver: Any = None
+        self.arenas: dict[int, Any] = {}
+        self.isolation: list[str] = []
+
+    # ---- before anything secret: the candidate process ----------------------------------------------
+    def start_candidate(self) -> None:
+        scratch = self.layout.scratch(self.rank)
+        for sub in ("tmp", ".cache", ".nv"):
+            (scratch / sub).mkdir(parents=True, exist_ok=True)
+        env = {"HOME": str(scratch), "TMPDIR": str(scratch / "tmp"), "XDG_CACHE_HOME": str(scratch / ".cache"),
+               "CUDA_CACHE_PATH": str(scratch / ".nv"), "TORCHINDUCTOR_CACHE_DIR": str(scratch / ".cache" / "inductor"),
+               "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
+        self.link = Link.start(str(self.layout.log(self.rank)), read_only=[str(self.layout.candidate)],
+                               read_write=[str(scratch), *self.job.builds], sys_path=list(self.job.sys_path), env=env)
+        self.files.pids(os.getpid(), self.link.pid)
+        if not self.job.allow_multicast:
+            self.watch = EnvWatch(self.link.pid, 0.005 if self.job.device == "cuda" else 0.05)
+            self.link.own.add(self.watch.watcher)
+
+    def fetch_secret(self) -> None:
+        """The job's key and input nonce, from the launcher's socket: it answers only the checkers
+        it started (by pid), so the candidate process, forked before, never had them."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(KEY_TIMEOUT_S)
+            s.connect(JobLayout.control(self.job.token))
+            s.sendall(json.dumps({"rank": self.rank}).encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        secret = json.loads(data or b"{}")
+        self.key, self.nonce = secret.get("key", ""), secret.get("nonce", "")
+        if not self.key:
+            raise ItemFailed("harness_error", "the launcher did not hand this checker the job's key", "harness")
+        self.files.key = self.key
+
+    # ---- setup ---------------------------------------------------------------------------------------
+    def setup(self) -> None:
+        t0 = time.perf_counter()
+        sandbox.nondumpable()
+        from ..procs import become_subreaper
+        become_subreaper()       # what the candidate's children leave behind comes back to us
+        self.files.heartbeat("init process group")
+        import torch
+        import torch.distributed as dist
+        self.torch = torch
+        job = self.job
+        if job.device == "cuda":
+            torch.cuda.set_device(self.local_rank)
+            self.device = torch.device("cuda", self.local_rank)
+            backend = "nccl"
+        else:
+            torch.set_num_threads(1)
+            self.device = torch.device("cpu")
+            backend = "gloo"
+        timeout = datetime.timedelta(seconds=float(job.pg_timeout_s))
+        kwargs: dict[str, Any] = {"device_id": self.device} if backend == "nccl" else {}
+        if os.environ.get("KB_RENDEZVOUS"):    # forked by the rank server: no torchrun store to join
+            kwargs.update(store=rendezvous_store(os.environ["KB_RENDEZVOUS"], self.rank, self.world, timeout),
+                          rank=self.rank, world_size=self.world)
+        dist.init_process_group(backend, timeout=timeout, **kwargs)
+        self.store = dist.distributed_c10d._get_default_store()
+        self.dtype = getattr(torch, job.dtype)
+        from . import memory
+        assert self.link is not None
+        if job.device == "cuda":
+            from .cuda import Driver
+            self.driver = Driver()
+            self.link.reader = memory.IpcReader(self.driver, self.device)
+        else:
+            self.link.reader = memory.ProcReader(self.link.pid)
+        self.files.heartbeat("load harness and reference")
+        self.harness = load_module(job.harness_path, f"_kb_h_{os.urandom(6).hex()}", register=False)
+        self.reference = load_module(job.reference_path, f"_kb_r_{os.urandom(6).hex()}", register=False)
+        self.shared_seed = _takes(getattr(self.harness, "inputs", None), "shared_seed")
+        self.phases["init_s"] = time.perf_counter() - t0
+
+    def agree(self, obj: object) -> list:
+        """Every checker's plain-data `obj`, signed with the job's key (the store is reachable by
+        candidate processes; a forged entry is refused)."""
+        return exchange.all_gather(obj, "agree", key=self.key, store=self.store)
+
+    def agree_max(self, x: float) -> float:
+        return max(self.agree(float(x)))
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+        dist.barrier()
+
+    def store_barrier(self, name: str, timeout_s: float, what: str) -> None:
+        key = f"kb/{self.job.token}/{name}"
+        self.store.add(key, 1)
+        deadline = time.monotonic() + timeout_s
+        while self.store.add(key, 0) < self.world:
+            if time.monotonic() > deadline:
+                self.die("timeout", f"peers did not {what} within {timeout_s:.0f} s", "candidate")
+            time.sleep(0.02)
+
+    def sync(self) -> None:
+        if self.job.device == "cuda":
+            self.torch.cuda.synchronize()
+
+    def batch_timeout(self) -> float:
+        """How long the checker waits for one batch: past any deadline, so the launcher's deadline
+        (which stops every rank and names where each was) always comes first."""
+        return float(self.job.compile_timeout_s) + 3600.0
+
+    def next_arena(self) -> int:
+        return len(self.arenas)
+
+    def arena_ranges(self, lent: list) -> list[tuple[int, int]]:
+        """Where the candidate mapped the arenas it was lent: CPU, from its /proc maps; CUDA, as it
+        says (`lent`: where it claims them; a false claim points only at other inputs)."""
+        if self.link is None:
+            return []
+        if self.job.device == "cuda":
+            return [(int(b), int(b) + int(n)) for b, n, _ in lent]
+        return self.link.reader.mapped("memfd:kb-arena")
+
+    def die(self, category: str, message: str, where: str, exc: BaseException | None = None) -> NoReturn:
+        raise ItemFailed(category, message, where, exc)
+
+    def import_candidate(self) -> None:
+        assert self.link is not None
+        job = self.job
+        self.files.heartbeat("import candidate")
+        budget = float(job.compile_timeout_s) + 30
+        self.isolation = self.link.ready()
+        init = CandidateInit(rank=self.rank, world=self.world, device=job.device, local_rank=self.local_rank,
+                             store_port=0, pg_timeout_s=job.pg_timeout_s, setup_timeout_s=budget, forbid=list(job.forbid),
+                             allow_multicast=job.allow_multicast, protected=list(job.protected),
+                             candidate_path=job.candidate_path, native_lib=job.native_lib, glue_path=job.glue_path,
+                             sizes=job.sizes, dtype=job.dtype, job_dir=str(self.layout.dir))
+        port_key = f"kb/{job.token}/candidate-store"
+        if self.rank != 0:
+            init.store_port = int(self.store.get(port_key))
+        self.link.init(init, publish_port=lambda port: self.store.set(port_key, str(port)))
+        import_s = self.link.imported(budget)
+        self.phases["import_s"] = import_s
+        self.unsafe_check("importing the candidate")
+        # ranks may compile for different times: meet on the store (no collective: its short
+        # process-group timeout would fire while a peer still compiles)
+        self.files.heartbeat("import candidate (waiting for peers)")
+        self.store_barrier("imported", budget, "finish importing the candidate")
+
+    def unsafe_check(self, phase: str) -> None:
+        found = self.watch.finding() if self.watch is not None else None
+        if found:
+            self.die("unsafe", f"{phase}: tried to enable NVLink multicast (never allowed on this machine): its "
+                     f"environment changed while it ran: {found}", "candidate")
+
+    # ---- inputs --------------------------------------------------------------------------------------
+    def seed(self, size: str, what: str, rank: int | str | None = None) -> int:
+        key = f"{self.nonce}|{self.job.problem}|{size}|{what}|{self.rank if rank is None else rank}"
+        return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") & ((1 << 63) - 1)
+
+    def make_inputs(self, size: str, what: str) -> Any:
+        gen = self.torch.Generator(device=self.device)
+        gen.manual_seed(self.seed(size, what))
+        extra = {"shared_seed": self.seed(size, what, rank="all")} if self.shared_seed else {}
+        try:
+            return self.harness.inputs(self.job.sizes[size], self.rank, self.world, gen, self.device, self.dtype,
+                                       **extra)
+        except Exception as e:  # a harness bug, not the candidate's
+            self.die("harness_error", f"harness.inputs() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
+
+    def call_reference(self, args: tuple, phase: str) -> Any:
+        self.files.heartbeat(f"{phase}, reference call")
+        try:
+            out = self.reference.solution(*args)
+            if self.job.device == "cuda":
+                self.torch.cuda.synchronize()
+            return out
+        except Exception as e:
+            self.die("runtime_error", f"the reference failed ({phase}): {type(e).__name__}: {e}", "reference", e)
+
+    # ---- the end -------------------------------------------------------------------------------------
+    def finish(self, sizes: list[dict], failed: dict | None = None) -> None:
+        self.files.heartbeat("finish")
+        warnings = self.agree(self.warnings)
+        if self.rank == 0:
+            self.files.result({
+                "status": "failed" if failed else "passed", "failure": failed, "world_size": self.world,
+                "device": self.job.device, "sizes": sizes, "phases_s": self.phases, "isolation": self.isolation,
+                "warnings": [w for ws in warnings for w in ws]})
+        self.barrier()
+        self.files.done()
+
+    def run(self) -> None:
+        from .sizes import SizeRun
+        self.start_candidate()
+        self.fetch_secret()
+        self.setup()
+        self.import_candidate()
+        done: list[dict] = []
+        t0 = time.perf_counter()
+        try:
+            for size in self.job.size_order:
+                done.append(SizeRun(self, size).run())
+        except AgreedFailure as f:
+            if f.record not in done:
+                done.append(f.record)
+            self.finish(done, failed=f.failure)
+            return
+        self.phases["sizes_s"] = time.perf_counter() - t0
+        self.finish(done)
+
+    def close(self) -> None:
+        if self.link is not None:
+            self.link.close()
+        if self.watch is not None:
+            self.watch.stop()
+
+
+def rendezvous_store(path: str, rank: int, world: int, timeout: datetime.timedelta) -> Any:
+    """Rank 0 serves a TCPStore on a port the OS picks (no race for a free port) and publishes it
+    in `path`; the other ranks wait for the file and join."""
+    from torch.distributed import TCPStore
+    if rank == 0:
+        store = TCPStore("127.0.0.1", 0, world, True, timeout=timeout, wait_for_workers=False)
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            f.write(str(store.port))
+        os.replace(tmp, path)
+        return store
+    end = time.monotonic() + timeout.total_seconds()
+    while True:
+        try:
+            with open(path) as f:
+                port = int(f.read())
+            break
+        except (OSError, ValueError):
+            if time.monotonic() > end:
+                raise TimeoutError(f"rank 0 did not publish its store within {timeout.total_seconds():.0f} s") from None
+            time.sleep(0.005)
+    return TCPStore("127.0.0.1", port, world, False, timeout=timeout)
+
+
+def _takes(fn: Any, name: str) -> bool:
+    import inspect
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    argv = sys.argv[1:] if argv is None else argv
+    from ..procs import die_with_parent
+    die_with_parent()   # a rank never outlives its launcher (the zygote or torchrun)
+    import faulthandler
+    import signal
+    checker = Checker(argv[0])
+    code = 0
+
+    def forward(signum: int, frame: Any) -> None:      # stop the candidate too: its stack goes to its log
+        if checker.link is not None and checker.link.pid > 0:
+            checker.link.cont()
+            try:
+                os.killpg(checker.link.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+    signal.signal(signal.SIGTERM, forward)
+    faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)   # its own stack, then forward()
+    try:
+        checker.run()
+    except ItemFailed as f:
+        code = 3
+        checker.files.error(f.category, f.message, f.where, f.exc, f.tb)
+    except BaseException as e:  # noqa: BLE001 - anything not caught above is the harness's
+        code = 3
+        checker.files.error("harness_error", f"{type(e).__name__}: {e}", "harness", e)
+    finally:
+        checker.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # skip interpreter/NCCL teardown

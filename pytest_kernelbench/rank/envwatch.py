@@ -1,0 +1,107 @@
+"""The NVLink-multicast switches of a candidate process, watched from outside it.
+
+A candidate can rewrite its environment strings in place (through the pointer libc's getenv
+returns), create a communicator while NVLS looks enabled, and restore the bytes before its call
+returns, so that checks at the ends of calls see nothing. A small process forked by the checker
+(before the checker holds anything secret) reads what getenv would return in the candidate, every
+few milliseconds for as long as the candidate lives: libc's `environ` array and its strings,
+through /proc/<pid>/mem (the candidate is forked from the checker, so `environ` is at the same
+address). The first change goes to a pipe the checker polls after every batch. New variables set
+through Python or ctypes are refused inside the candidate's own process (rank/multicast.py).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+
+from ..protocol import MULTICAST_OFF
+
+MAX_ENTRIES = 4096
+
+
+def _environ_address() -> int:
+    return ctypes.addressof(ctypes.c_void_p.in_dll(ctypes.CDLL(None), "environ"))
+
+
+class _Env:
+    """What getenv sees in another process: its `environ` array and strings, read from its memory."""
+
+    def __init__(self, pid: int):
+        self.fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+        self.where = _environ_address()
+
+    def _ptr(self, addr: int) -> int:
+        return int.from_bytes(os.pread(self.fd, 8, addr), "little")
+
+    def read(self, names: tuple[bytes, ...]) -> dict[bytes, bytes] | None:
+        try:
+            array = self._ptr(self.where)
+            raw = os.pread(self.fd, 8 * MAX_ENTRIES, array)
+        except OSError:
+            return None
+        out: dict[bytes, bytes] = {}
+        for k in range(0, len(raw) - 7, 8):
+            p = int.from_bytes(raw[k:k + 8], "little")
+            if not p:
+                break
+            try:
+                text = os.pread(self.fd, 128, p).split(b"\0", 1)[0]
+            except OSError:
+                continue
+            name, sep, value = text.partition(b"=")
+            if sep and name in names and name not in out:     # getenv returns the first match
+                out[name] = value
+        return out
+
+
+class EnvWatch:
+    def __init__(self, pid: int, interval_s: float):
+        want = {k.encode(): v.encode() for k, v in MULTICAST_OFF.items() if os.environ.get(k) == v}
+        r, w = os.pipe()
+        self.watcher = os.fork()
+        if self.watcher == 0:                     # the watcher: no secret exists in the checker yet
+            os.close(r)
+            code = 0
+            try:
+                from ..procs import die_with_parent
+                die_with_parent()
+                env = _Env(pid)
+                names = tuple(want)
+                while True:
+                    now = env.read(names)
+                    if now is None:               # the candidate is gone
+                        break
+                    changed = [f"{k.decode()}={now.get(k, b'').decode(errors='replace')!r} (was {v.decode()!r})"
+                               for k, v in want.items() if now.get(k) != v]
+                    if changed:
+                        os.write(w, "; ".join(changed)[:1000].encode())
+                        break
+                    time.sleep(interval_s)
+            except BaseException:  # noqa: BLE001 - the watcher never takes the checker down
+                code = 1
+            os._exit(code)
+        os.close(w)
+        os.set_blocking(r, False)
+        self.fd = r
+        self.found: str | None = None
+
+    def finding(self) -> str | None:
+        """The first change seen so far, or None."""
+        if self.found is None:
+            try:
+                data = os.read(self.fd, 4096)
+            except BlockingIOError:
+                data = b""
+            if data:
+                self.found = data.decode(errors="replace")
+        return self.found
+
+    def stop(self) -> None:
+        try:
+            os.kill(self.watcher, signal.SIGKILL)
+            os.waitpid(self.watcher, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(self.fd)

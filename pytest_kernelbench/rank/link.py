@@ -1,0 +1,254 @@
+"""The checker's hold on its candidate process: start it (forked before anything secret exists in
+the checker), talk to it, time its batches, read its outputs, stop it while the reference runs,
+and look at it from outside (its children, its environment).
+
+A batch, as the checker sees it:
+  Batch -> (candidate: ready) -> go [window opens] -> the candidate calls, holds the outputs,
+  synchronizes, writes Done to the control page, marks done [window closes] -> the checker reads
+  the outputs it wants at once (its own copies), lets them settle, reads them again (work deferred
+  past "done" shows as a difference), and only then tells the candidate to release them.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..protocol import Batch, CandidateInit, Done, Exit, Failed, Imported, Ready, Release, SpecError, StorePort, decode
+from . import memory
+from .channel import Channel, ChannelClosed, ControlPage
+from .failures import ItemFailed
+
+READY_TIMEOUT_S = 120.0
+EXIT_GRACE_S = 5.0
+
+
+@dataclass
+class Window:
+    """One batch: its wall time (the checker's clock) and what the candidate said at its end."""
+    seconds: float
+    done: Done
+    calls: int
+    outputs: dict[int, Any] = field(default_factory=dict)     # call index -> the output as read at "done"
+
+
+class Link:
+    def __init__(self, pid: int, chan: Channel, ctrl: ControlPage):
+        self.pid, self.chan, self.ctrl = pid, chan, ctrl
+        self.seq = 0
+        self.layers: list[str] = []
+        self.reader: Any = None
+        self.stopped = False
+        self.own: set[int] = set()         # the checker's own other children (its environment watcher)
+        self.arenas: dict[int, Any] = {}   # the checker's arenas, by id (rank/memory.py)
+
+    # ---- start ----------------------------------------------------------------------------------
+    @classmethod
+    def start(cls, log_path: str, read_only: list[str], read_write: list[str], sys_path: list[str],
+              env: dict[str, str]) -> Link:
+        ctrl = ControlPage()
+        ours, theirs = socket.socketpair()
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        pid = os.fork()
+        if pid == 0:                                   # the candidate process
+            ours.close()
+            from .candidate import main
+            main(theirs.fileno(), ctrl, log_fd, read_only, read_write, sys_path, env)
+            os._exit(70)
+        theirs.close()
+        os.close(log_fd)
+        return cls(pid, Channel(ours), ctrl)
+
+    def expect(self, kind: type, timeout: float | None, what: str) -> tuple[Any, list[int]]:
+        """The next message, which must be a `kind` (a Failed is the candidate's own failure)."""
+        try:
+            msg, fds = self.chan.recv(timeout)
+        except ChannelClosed:
+            raise ItemFailed("crash", f"the candidate process died {what} ({self.exit_text()})", "candidate") from None
+        except TimeoutError:
+            raise ItemFailed("timeout", f"the candidate process did not answer {what} within {timeout:.0f} s",
+                             "candidate") from None
+        if isinstance(msg, Failed):
+            raise ItemFailed(msg.category, msg.message, "candidate", tb=msg.traceback)
+        if not isinstance(msg, kind):
+            raise ItemFailed("runtime_error", f"the candidate process broke the protocol {what}: sent "
+                             f"{type(msg).__name__}", "candidate")
+        return msg, fds
+
+    def ready(self) -> list[str]:
+        msg, _ = self.expect(Ready, READY_TIMEOUT_S, "while starting")
+        self.layers = list(msg.layers)
+        return self.layers
+
+    def init(self, init: CandidateInit, publish_port: Any = None) -> None:
+        """Join the candidate group (rank 0's candidate serves its store; `publish_port(port)` tells
+        the other checkers) and import the candidate."""
+        self.chan.send(init)
+        if init.rank == 0:
+            msg, _ = self.expect(StorePort, init.setup_timeout_s, "while starting its group's store")
+            publish_port(msg.port)
+
+    def imported(self, timeout: float) -> float:
+        msg, _ = self.expect(Imported, timeout, "while importing the candidate")
+        return float(msg.import_s)
+
+    def exit_text(self) -> str:
+        """How the candidate process ended (it closed the channel: its exit status follows soon)."""
+        end = time.monotonic() + 2.0
+        while True:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return "its exit status is gone"
+            if pid or time.monotonic() > end:
+                break
+            time.sleep(0.01)
+        if not pid:
+            return "it closed the channel"
+        code = os.waitstatus_to_exitcode(status)
+        self.pid = -1
+        if code < 0:
+            try:
+                return f"killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
+
+    # ---- batches --------------------------------------------------------------------------------
+    def send(self, msg: object, fds: tuple[int, ...] = ()) -> None:
+        try:
+            self.chan.send(msg, fds)
+        except OSError:
+            raise ItemFailed("crash", f"the candidate process died ({self.exit_text()})", "candidate") from None
+
+    def batch(self, calls: list[int], first: bool, spin: bool, barrier: Any, timeout: float) -> Window:
+        """Run a batch and time it from "go" to "done" (`barrier()` first, across checkers)."""
+        self.seq += 1
+        seq = self.seq
+        self.send(Batch(calls=list(calls), first=first, spin=spin))
+        if spin and not self.ctrl.spin(24, seq, time.monotonic() + timeout):    # it is waiting for "go"
+            raise ItemFailed("timeout", "the candidate process did not take a batch", "candidate")
+        barrier()
+        deadline = time.monotonic() + timeout
+        t0 = time.perf_counter()
+        self.ctrl.mark_go(seq)
+        if not spin:
+            self.send_poke()
+        if spin:
+            if not self.ctrl.spin(8, seq, deadline):
+                raise ItemFailed("timeout", f"the candidate did not finish a batch within {timeout:.0f} s", "candidate")
+        else:
+            try:
+                self.chan.wait_poke(timeout)
+            except (ChannelClosed, OSError):
+                raise ItemFailed("crash", f"the candidate process died in a call ({self.exit_text()})",
+                                 "candidate") from None
+            except TimeoutError:
+                raise ItemFailed("timeout", f"the candidate did not finish a batch within {timeout:.0f} s",
+                                 "candidate") from None
+        seconds = time.perf_counter() - t0
+        if self.ctrl.done != seq:
+            raise ItemFailed("runtime_error", f"the candidate process broke the protocol (done mark {self.ctrl.done}, "
+                             f"batch {seq})", "candidate")
+        try:
+            done = decode(self.ctrl.payload())
+        except SpecError:
+            done = None
+        if not isinstance(done, Done):
+            raise ItemFailed("runtime_error", "the candidate process broke the protocol (no Done)", "candidate")
+        return Window(seconds, done, len(calls))
+
+    def send_poke(self) -> None:
+        try:
+            self.chan.poke()
+        except OSError:
+            raise ItemFailed("crash", f"the candidate process died ({self.exit_text()})", "candidate") from None
+
+    def read(self, window: Window, indices: list[int]) -> dict[int, Any]:
+        """The outputs of the given calls, read by the checker now (its own copies)."""
+        if window.done.segments:
+            self.reader.add(window.done.segments)
+        if window.done.lent and hasattr(self.reader, "lend"):
+            self.reader.lend(window.done.lent, self.arenas)
+        out = {}
+        for i in indices:
+            out[i] = memory.read(window.done.outputs[i], self.reader)
+        return out
+
+    def release(self) -> None:
+        self.send(Release())
+
+    # ---- the process from outside -------------------------------------------------------------------
+    def stop(self) -> None:
+        """SIGSTOP the candidate's process group while the reference runs: none of its threads or
+        children can take CPU from the reference, or launch work beside it."""
+        if not self.stopped and self.pid > 0:
+            try:
+                os.killpg(self.pid, signal.SIGSTOP)
+                self.stopped = True
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def cont(self) -> None:
+        if self.stopped and self.pid > 0:
+            try:
+                os.killpg(self.pid, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.stopped = False
+
+    def children(self) -> list[int]:
+        """Living processes below the candidate process, or re-parented to the checker (a child that
+        double-forked): during a call, a build tool's time is over, so any of them is a violation."""
+        me = os.getpid()
+        found, todo = set(), {self.pid}
+        stats = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat") as f:
+                        rest = f.read().rsplit(")", 1)[1].split()
+                    if rest[0] != "Z":
+                        stats[int(name)] = int(rest[1])
+                except (OSError, IndexError):
+                    pass
+        changed = True
+        while changed:
+            changed = False
+            for pid, ppid in stats.items():
+                if pid not in found and pid != self.pid and pid not in self.own and (ppid in todo or ppid == me):
+                    found.add(pid)
+                    todo.add(pid)
+                    changed = True
+        return sorted(found)
+
+    def close(self) -> None:
+        """Tell the candidate to exit, wait a little, then kill its process group."""
+        self.cont()
+        try:
+            self.chan.send(Exit())
+        except OSError:
+            pass
+        end = time.monotonic() + EXIT_GRACE_S
+        while self.pid > 0 and time.monotonic() < end:
+            try:
+                pid, _ = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid:
+                self.pid = -1
+                break
+            time.sleep(0.01)
+        if self.pid > 0:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for pid in self.children():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass

@@ -1,0 +1,338 @@
+"""Memory that crosses the checker/candidate boundary, and the trees that describe it.
+
+- Inputs live in arenas the checker owns (CPU: a memfd both processes map; CUDA: a cuMemAlloc
+  allocation shared by IPC handle, so it holds nothing but input sets). The checker writes the
+  values and reads them back afterwards (unchanged inputs, in-place results) from its own mapping.
+- Outputs live in the candidate's own memory. The candidate process describes them (pointer,
+  shape, stride, dtype); the checker reads the bytes itself: on CPU through /proc/<pid>/mem, on
+  CUDA through the candidate's allocations opened by IPC handle (each allocation once). What the
+  description claims is never trusted beyond where to look: the bytes read are the verdict.
+
+A tree is plain JSON: {"t": "T"} a strided tensor, "S" a sparse COO tensor (indices and values
+trees), "V" a number, string or None, "L"/"U" a list/tuple, "D" a dict.
+"""
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from ..protocol import Arena as ArenaMsg
+from .cuda import Driver, bytes_tensor
+
+ALIGN = 256
+VALUE_TYPES = (int, float, bool, str, type(None))
+
+
+class MemoryError_(RuntimeError):
+    """An output the checker cannot read (not the candidate's own memory, or a layout it refuses)."""
+
+
+def dtype_name(dt: torch.dtype) -> str:
+    return str(dt).removeprefix("torch.")
+
+
+def dtype_of(name: str) -> torch.dtype:
+    dt = getattr(torch, str(name), None)
+    if not isinstance(dt, torch.dtype):
+        raise MemoryError_(f"not a dtype: {name!r}")
+    return dt
+
+
+def span(shape: list[int], stride: list[int], itemsize: int) -> int:
+    """Bytes from a strided view's first element to the end of its last."""
+    if any(s == 0 for s in shape):
+        return 0
+    if any(st < 0 for st in stride):
+        raise MemoryError_("negative strides")
+    return itemsize * (1 + sum((n - 1) * st for n, st in zip(shape, stride)))
+
+
+def contiguous_stride(shape: list[int]) -> list[int]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return list(reversed(out))
+
+
+# ---- arenas: the checker's input memory, mapped by its candidate -----------------------------------
+class Arena:
+    """Checker side: memory it owns, lends to its candidate, and reads back."""
+
+    def __init__(self, ident: int, device: torch.device, nbytes: int, driver: Driver | None = None):
+        self.id, self.device, self.nbytes = ident, device, max(ALIGN, nbytes)
+        self.driver, self.fd, self.mem, self.ptr = driver, -1, None, 0
+        if device.type == "cuda":
+            assert driver is not None
+            self.ptr = driver.alloc(self.nbytes)
+            self.base = bytes_tensor(self.ptr, self.nbytes, device)
+        else:
+            self.fd = os.memfd_create(f"kb-arena-{ident}", 0)
+            os.ftruncate(self.fd, self.nbytes)
+            self.mem = mmap.mmap(self.fd, self.nbytes)
+            self.base = torch.frombuffer(self.mem, dtype=torch.uint8)
+
+    def view(self, off: int, shape: list[int], stride: list[int], dtype: torch.dtype) -> torch.Tensor:
+        item = torch.empty(0, dtype=dtype).element_size()
+        n = max(span(shape, stride, item), item)
+        return self.base[off:off + n].view(dtype).as_strided(shape, stride)
+
+    def message(self) -> tuple[ArenaMsg, tuple[int, ...]]:
+        if self.device.type == "cuda":
+            assert self.driver is not None
+            return ArenaMsg(self.id, "cuda", self.nbytes, self.driver.ipc_handle(self.ptr).hex()), ()
+        return ArenaMsg(self.id, "cpu", self.nbytes), (self.fd,)
+
+    def close(self) -> None:
+        del self.base
+        if self.mem is not None:
+            self.mem.close()
+            os.close(self.fd)
+        elif self.driver is not None and self.ptr:
+            self.driver.free(self.ptr)
+
+
+class Mapped:
+    """Candidate side: an arena it was lent."""
+
+    def __init__(self, msg: ArenaMsg, fds: list[int], device: torch.device, driver: Driver | None):
+        self.id, self.device, self.nbytes = msg.id, device, msg.nbytes
+        if msg.device == "cuda":
+            assert driver is not None
+            self.ptr = driver.ipc_open(bytes.fromhex(msg.handle))
+            self.base = bytes_tensor(self.ptr, self.nbytes, device)
+        else:
+            self.mem = mmap.mmap(fds[0], self.nbytes)
+            os.close(fds[0])
+            self.base = torch.frombuffer(self.mem, dtype=torch.uint8)
+
+    view = Arena.view
+
+
+# ---- inputs ------------------------------------------------------------------------------------------
+def layout(obj: Any, arena: int, start: int = 0) -> tuple[dict, int, list[tuple[dict, torch.Tensor]]]:
+    """(tree, end offset, [(leaf, value)]) of one input set placed in `arena` from `start`: the
+    values are not copied here (write() does)."""
+    leaves: list[tuple[dict, torch.Tensor]] = []
+    off = start
+
+    def walk(o: Any) -> dict:
+        nonlocal off
+        if isinstance(o, torch.Tensor):
+            if o.layout == torch.sparse_coo:
+                o = o.coalesce()
+                return {"t": "S", "i": walk(o.indices()), "v": walk(o.values()), "size": list(o.shape)}
+            if o.layout != torch.strided:
+                raise MemoryError_(f"an input of layout {o.layout} cannot be lent to the candidate")
+            shape = list(o.shape)
+            leaf = {"t": "T", "a": arena, "o": off, "s": shape, "st": contiguous_stride(shape), "d": dtype_name(o.dtype)}
+            off += -(-max(o.numel() * o.element_size(), 1) // ALIGN) * ALIGN
+            leaves.append((leaf, o))
+            return leaf
+        if isinstance(o, (list, tuple)):
+            return {"t": "L" if isinstance(o, list) else "U", "x": [walk(v) for v in o]}
+        if isinstance(o, dict):
+            return {"t": "D", "x": [[k, walk(v)] for k, v in o.items()]}
+        if isinstance(o, VALUE_TYPES):
+            return {"t": "V", "v": o}
+        raise MemoryError_(f"an input of type {type(o).__name__} cannot be lent to the candidate")
+
+    tree = walk(obj)
+    return tree, off, leaves
+
+
+def build(tree: dict, arenas: dict[int, Any]) -> Any:
+    """The object a tree describes, its tensors views of the arenas (candidate side, and the
+    checker's own view of what it lent)."""
+    t = tree["t"]
+    if t == "T":
+        return arenas[tree["a"]].view(int(tree["o"]), tree["s"], tree["st"], dtype_of(tree["d"]))
+    if t == "S":
+        return torch.sparse_coo_tensor(build(tree["i"], arenas), build(tree["v"], arenas), tree["size"]).coalesce()
+    if t == "V":
+        return tree["v"]
+    if t in ("L", "U"):
+        items = [build(v, arenas) for v in tree["x"]]
+        return items if t == "L" else tuple(items)
+    if t == "D":
+        return {k: build(v, arenas) for k, v in tree["x"]}
+    raise MemoryError_(f"unknown tree node {t!r}")
+
+
+def leaves(tree: dict) -> Iterator[dict]:
+    if tree["t"] in ("T",):
+        yield tree
+    elif tree["t"] == "S":
+        yield from leaves(tree["i"])
+        yield from leaves(tree["v"])
+    elif tree["t"] in ("L", "U"):
+        for v in tree["x"]:
+            yield from leaves(v)
+    elif tree["t"] == "D":
+        for _, v in tree["x"]:
+            yield from leaves(v)
+
+
+# ---- outputs -----------------------------------------------------------------------------------------
+def describe(obj: Any, on_cuda: Callable[[int], None] | None = None) -> dict:
+    """An output as a tree of pointers into this process's memory. `on_cuda(ptr)` is told of every
+    CUDA tensor (the candidate process exports the allocations the checker has not opened)."""
+    if isinstance(obj, torch.Tensor):
+        if obj.layout == torch.sparse_coo:
+            return {"t": "S", "i": describe(obj._indices(), on_cuda), "v": describe(obj._values(), on_cuda),
+                    "size": list(obj.shape)}
+        if obj.layout != torch.strided:
+            return {"t": "X", "what": f"a tensor of layout {obj.layout}"}
+        if type(obj) is not torch.Tensor:
+            return {"t": "X", "what": f"a {type(obj).__module__}.{type(obj).__name__}, not a torch.Tensor"}
+        p = obj.data_ptr()
+        if obj.is_cuda and on_cuda is not None and obj.numel():
+            on_cuda(p)
+        return {"t": "T", "p": p, "s": list(obj.shape), "st": list(obj.stride()), "d": dtype_name(obj.dtype),
+                "dev": obj.device.type}
+    if isinstance(obj, (list, tuple)):
+        return {"t": "L" if isinstance(obj, list) else "U", "x": [describe(v, on_cuda) for v in obj]}
+    if isinstance(obj, dict):
+        return {"t": "D", "x": [[k, describe(v, on_cuda)] for k, v in obj.items()]}
+    if isinstance(obj, VALUE_TYPES):
+        return {"t": "V", "v": obj}
+    return {"t": "X", "what": f"a {type(obj).__module__}.{type(obj).__name__}"}
+
+
+def output_ranges(tree: dict) -> list[tuple[int, int, str]]:
+    """(start, end, device) of every tensor's bytes in a described output."""
+    out = []
+    for leaf in _out_leaves(tree):
+        n = span(leaf["s"], leaf["st"], dtype_of(leaf["d"]).itemsize)
+        if n:
+            out.append((int(leaf["p"]), int(leaf["p"]) + n, leaf["dev"]))
+    return out
+
+
+def _out_leaves(tree: dict) -> Iterator[dict]:
+    t = tree.get("t")
+    if t == "T":
+        yield tree
+    elif t == "S":
+        yield from _out_leaves(tree["i"])
+        yield from _out_leaves(tree["v"])
+    elif t in ("L", "U"):
+        for v in tree["x"]:
+            yield from _out_leaves(v)
+    elif t == "D":
+        for _, v in tree["x"]:
+            yield from _out_leaves(v)
+
+
+def read(tree: dict, reader: Any) -> Any:
+    """The output a tree describes, its tensors copies made by the checker from the candidate's
+    memory (`reader.read(ptr, nbytes, device_type)` -> uint8 tensor on the checker's device)."""
+    t = tree.get("t")
+    if t == "T":
+        dt = dtype_of(tree["d"])
+        shape, stride = [int(n) for n in tree["s"]], [int(s) for s in tree["st"]]
+        n = span(shape, stride, dt.itemsize)
+        raw = reader.read(int(tree["p"]), n, tree.get("dev"))
+        if n == 0:
+            return torch.empty(shape, dtype=dt, device=raw.device)
+        pad = (-n) % dt.itemsize
+        if pad:
+            raw = torch.cat([raw, raw.new_zeros(pad)])
+        return raw.view(dt).as_strided(shape, stride).clone()
+    if t == "S":
+        return torch.sparse_coo_tensor(read(tree["i"], reader), read(tree["v"], reader), tree["size"])
+    if t == "V":
+        return tree["v"]
+    if t in ("L", "U"):
+        items = [read(v, reader) for v in tree["x"]]
+        return items if t == "L" else tuple(items)
+    if t == "D":
+        return {k: read(v, reader) for k, v in tree["x"]}
+    raise MemoryError_(f"the candidate returned {tree.get('what') or 'something that cannot be read'}")
+
+
+class ProcReader:
+    """The candidate's CPU memory, read through /proc/<pid>/mem (the checker is its parent)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+
+    def read(self, p: int, n: int, device: str | None) -> torch.Tensor:
+        if device not in (None, "cpu"):
+            raise MemoryError_(f"an output on {device}, expected the CPU")
+        data = os.pread(self.fd, n, p) if n else b""
+        if len(data) != n:
+            raise MemoryError_(f"{n} bytes at {p:#x} are not the candidate's memory")
+        return torch.frombuffer(bytearray(data), dtype=torch.uint8) if n else torch.empty(0, dtype=torch.uint8)
+
+    def mapped(self, name_prefix: str) -> list[tuple[int, int]]:
+        """Address ranges of the candidate's mappings of files whose name starts with the prefix
+        (the arenas it was lent: an output there aliases an input)."""
+        out = []
+        with open(f"/proc/{self.pid}/maps") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6 and os.path.basename(parts[5]).startswith(name_prefix):
+                    a, b = parts[0].split("-")
+                    out.append((int(a, 16), int(b, 16)))
+        return out
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class IpcReader:
+    """The candidate's CUDA allocations, each opened once by IPC handle (the candidate process
+    exports an allocation the first time an output lives in it)."""
+
+    def __init__(self, driver: Driver, device: torch.device):
+        self.driver, self.device = driver, device
+        self.bases: list[int] = []              # sorted
+        self.segments: dict[int, tuple[int, int, str]] = {}     # base -> (size, mapped pointer, handle)
+        self.lent: list[tuple[int, int, int]] = []              # (candidate's base, nbytes, our pointer)
+
+    def lend(self, lent: list, arenas: dict[int, Any]) -> None:
+        """Where the candidate says it mapped our arenas: an output there (an in-place result
+        returned) is read from our own mapping; a wrong claim only points us at other inputs."""
+        self.lent = [(int(b), min(int(n), arenas[int(i)].nbytes), arenas[int(i)].ptr)
+                     for b, n, i in lent if int(i) in arenas]
+
+    def add(self, segments: list) -> None:
+        for base, size, handle in segments:
+            base, size = int(base), int(size)
+            old = self.segments.get(base)
+            if old and old[2] == handle and old[0] == size:
+                continue
+            if old:                              # freed and allocated again at the same address
+                self.driver.ipc_close(old[1])
+                self.bases.remove(base)
+            mapped = self.driver.ipc_open(bytes.fromhex(handle))
+            self.segments[base] = (size, mapped, handle)
+            bisect.insort(self.bases, base)
+
+    def read(self, p: int, n: int, device: str | None, copy: bool = True) -> torch.Tensor:
+        if device != "cuda":
+            raise MemoryError_(f"an output on {device}, expected the GPU")
+        for base, nbytes, ours in self.lent:
+            if base <= p and p + n <= base + nbytes:
+                return bytes_tensor(ours + (p - base), n, self.device)
+        i = bisect.bisect_right(self.bases, p) - 1
+        if i < 0:
+            raise MemoryError_("an output in memory the candidate did not allocate itself")
+        base = self.bases[i]
+        size, mapped, _ = self.segments[base]
+        if p + n > base + size:
+            raise MemoryError_("an output in memory the candidate did not allocate itself")
+        return bytes_tensor(mapped + (p - base), n, self.device)
+
+    def close(self) -> None:
+        for _size, mapped, _ in self.segments.values():
+            self.driver.ipc_close(mapped)
+        self.segments.clear()
+        self.bases.clear()

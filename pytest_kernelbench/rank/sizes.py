@@ -1,0 +1,337 @@
+"""One size, as the checker runs it: trials, side-by-side timing, anti-caching passes.
+
+Every candidate call is a batch (rank/link.py); after each, the checker judges what it saw itself:
+- what the candidate process reported at "done" (an exception, threads still running, forbidden
+  calls counted in its process, the global torch state changed, multicast tried);
+- processes still alive below the candidate (a build tool's time is the import and first call);
+- the outputs, read by the checker at "done" and again after a settle (work deferred past "done"
+  changes them), laid out in memory the candidate allocated (not an input it was lent, not another
+  call's output), and compared with the reference, which the checker runs on its own copy;
+- the inputs it lent, read back: unchanged, or (in-place problems) changed as the reference's were.
+Timed windows are checked on a subset of their calls chosen after the window from the job's key,
+identically on every checker (the reference calls stay matched) and unknown to candidates.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import SETUP_MARK, Sets
+from . import checks, compare, memory
+from .failures import AgreedFailure
+from .globalstate import RULE
+from .stats import paired_speedup, size_band
+from .timing import Timing, summarize
+
+if TYPE_CHECKING:
+    from .checker import Checker
+    from .link import Window
+
+CHECKED_PER_WINDOW = 4          # calls of a timed window whose outputs are compared (plus the last)
+HOLD_BUDGET = {"cuda": 4 << 30, "cpu": 256 << 20}     # bytes of outputs a window may hold
+
+
+class SizeRun:
+    def __init__(self, c: Checker, size: str):
+        self.c, self.size, self.job, self.torch = c, size, c.job, c.torch
+        assert c.link is not None
+        self.link = c.link
+        self.cuda = self.job.device == "cuda"
+        self.record: dict[str, Any] = {"name": size, "config": self.job.sizes[size], "trials": []}
+        self.held: list[tuple[int, int, str]] = []      # output ranges the candidate still holds, per call
+        self.pending: dict | None = None                # the first failure seen in a timed window
+
+    # ---- lending inputs ------------------------------------------------------------------------------
+    def lend(self, sets: list[Any]) -> list[Any]:
+        """Put input sets into a new arena the candidate maps; returns the checker's views of them."""
+        c = self.c
+        trees, placed, end = [], [], 0
+        ident = c.next_arena()
+        for obj in sets:
+            tree, end, leaves = memory.layout(obj, ident, end)
+            trees.append(tree)
+            placed += leaves
+        arena = memory.Arena(ident, c.device, end, c.driver)
+        c.arenas[ident] = arena
+        self.link.arenas[ident] = arena
+        for leaf, value in placed:
+            arena.view(int(leaf["o"]), leaf["s"], leaf["st"], memory.dtype_of(leaf["d"])).copy_(value)
+        msg, fds = arena.message()
+        self.link.send(msg, fds)
+        self.link.send(Sets(trees))
+        c.sync()
+        return [memory.build(t, c.arenas) for t in trees]
+
+    # ---- judging one window ------------------------------------------------------------------------
+    def inspect(self, window: Window, indices: list[int], phase: str, first: bool) -> dict[int, Any]:
+        """The outputs of the listed calls as the checker read them at "done", after the checks that
+        end the item at once (their rank's error file) or set `self.verdict_now`."""
+        c, done = self.c, window.done
+        self.verdict_now: tuple[str, str] | None = None
+        c.unsafe_check(phase)
+        if done.unsafe:
+            c.die("unsafe", f"{phase}: {done.unsafe}", "candidate")
+        if done.failed:
+            f = done.failed
+            category = "forbidden_call" if done.forbidden else f.get("category", "runtime_error")
+            extra = f" (and it called forbidden APIs: {_calls(done.forbidden)})" if done.forbidden else ""
+            raise _failed(category, f"{phase}: {f.get('message')}{extra}", f.get("traceback", ""))
+        if done.threads:
+            c.die("runtime_error", f"{phase}: solution() returned while Python threads it started were still "
+                  f"running ({', '.join(map(str, done.threads))}); all work must finish inside the call", "candidate")
+        if not first:
+            alive = self.link.children()
+            if alive:
+                c.die("forbidden_call", f"{phase}: a process the candidate started was still alive after the call "
+                      f"(pids {alive[:5]}); child processes may only run while the candidate is imported and in "
+                      "its first call of a size (builds)", "candidate")
+        if len(done.outputs) != window.calls:
+            c.die("runtime_error", f"{phase}: the candidate process broke the protocol (described "
+                  f"{len(done.outputs)} outputs for {window.calls} calls)", "candidate")
+        if done.forbidden:
+            self.verdict_now = ("forbidden_call", f"called forbidden APIs ({', '.join(self.job.forbid)}): "
+                                f"{_calls(done.forbidden)}")
+        elif done.state:
+            self.verdict_now = ("forbidden_call", f"changed the {RULE} and did not restore it before "
+                                f"returning: {'; '.join(map(str, done.state))}")
+        overlap = self.overlaps(done.outputs, done.lent)
+        if overlap and not self.verdict_now:
+            self.verdict_now = ("mismatch", overlap)
+        try:
+            outs = self.link.read(window, indices)
+        except memory.MemoryError_ as e:
+            self.verdict_now = self.verdict_now or ("mismatch", f"{e} (return fresh tensors, allocated in the call)")
+            return {}
+        if self.cuda:
+            time.sleep(min(0.05, max(0.002, 0.5 * window.seconds)))
+        again = self.link.read(window, indices)
+        for i in indices:
+            late = compare.differs(again[i], outs[i])
+            if late:
+                c.die("runtime_error", f"{phase}: {late} changed after solution() returned (work still running "
+                      "on a thread or on a stream the current stream does not wait for); all work must finish "
+                      "inside the call", "candidate")
+        return outs
+
+    def overlaps(self, trees: list[dict], lent: list) -> str | None:
+        """Outputs that share memory with another call's (held since) or with a lent input (an
+        in-place problem may return the input it changed)."""
+        arenas = self.c.arena_ranges(lent)
+        mine = []
+        for call, tree in enumerate(trees):
+            for start, end, _dev in memory.output_ranges(tree):
+                if any(a < end and start < b for a, b in arenas):
+                    if self.job.inplace:
+                        continue
+                    return "an output shares memory with an input (return a fresh tensor, not a view of an input)"
+                mine.append((start, end, call))
+        reach, owner = -1, None          # a sweep: the furthest end so far, and whose it is
+        for start, end, call in sorted(mine + [(s, e, -1) for s, e, _ in self.held]):
+            if start < reach and call != owner:
+                return ("the outputs of different calls share storage, so an earlier result was overwritten "
+                        "(return a fresh tensor each call, not a persistent buffer)")
+            if end > reach:
+                reach, owner = end, call
+        return None
+
+    # ---- the size --------------------------------------------------------------------------------
+    def run(self) -> dict:
+        c, job, size = self.c, self.job, self.size
+        try:
+            cost = c.harness.cost(job.sizes[size], c.world, c.dtype)
+            self.record["cost"] = {k: float(v) for k, v in cost.items()}
+        except Exception as e:
+            c.die("harness_error", f"harness.cost() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
+        t0 = time.perf_counter()
+        expected = self.trials()
+        self.record["correctness_s"] = time.perf_counter() - t0
+        if job.timing.enabled:
+            self.timing(expected)
+        return self.record
+
+    def trials(self) -> Any:
+        c, job, size = self.c, self.job, self.size
+        expected = lent = None
+        for trial in range(int(job.trials)):
+            phase = f"size {size}, trial {trial}"
+            c.files.heartbeat(f"{phase}, inputs")
+            inputs = c.make_inputs(size, f"trial{trial}")
+            if lent is None:
+                lent = self.lend([inputs])
+            else:
+                compare.refill(lent[0], inputs)
+                c.sync()
+            pristine = compare.clone(inputs)
+            first = trial == 0
+            c.files.heartbeat(f"{phase}, candidate call {SETUP_MARK}" if first else f"{phase}, candidate call")
+            window = self.link.batch([0], first=first, spin=self.cuda, barrier=(lambda: None) if first else c.barrier,
+                                     timeout=c.batch_timeout())
+            outs = self.inspect(window, [0], phase, first)
+            if first:    # ranks meet on the store before the next collective (the short timeout is back)
+                c.files.heartbeat(f"{phase}, waiting for peers {SETUP_MARK}")
+                c.store_barrier(f"first/{phase}", c.batch_timeout(), "finish their first call of the size")
+            ref_in = compare.clone(pristine)
+            expected = c.call_reference(ref_in, phase)
+            category, msg = self.verdict_now or (None, None)
+            err = 0.0
+            if category is None:
+                category, msg, err = checks.check_call(outs[0], expected, lent[0], ref_in, pristine, job.tolerance,
+                                                       job.inplace, getattr(c.harness, "check", None))
+            self.held += [r for t in window.done.outputs for r in memory.output_ranges(t)]
+            self.verdict({"trial": trial, "category": category, "message": msg, "max_abs_err": err}, phase)
+        self.link.release()
+        self.held = []
+        return expected
+
+    def verdict(self, mine: dict, phase: str) -> None:
+        everyone = self.c.agree(mine)
+        self.record["trials"].append({"trial": mine["trial"], "max_abs_err": max(v["max_abs_err"] for v in everyone),
+                                      "ok": not any(v["category"] for v in everyone)})
+        self.fail_if_any(everyone, phase)
+
+    def fail_if_any(self, everyone: list, phase: str) -> None:
+        bad = [(r, v) for r, v in enumerate(everyone) if v["category"]]
+        if bad:
+            r, v = bad[0]
+            raise AgreedFailure({"category": v["category"], "rank": r, "phase": phase,
+                                 "message": f"rank {r}, {phase}: {v['message']}"}, self.record)
+
+    # ---- timing ----------------------------------------------------------------------------------
+    def timing(self, expected: Any) -> None:
+        c, job, size = self.c, self.job, self.size
+        t0 = time.perf_counter()
+        probe = c.make_inputs(size, "time0")
+        out_bytes = _nbytes(expected)
+        set_bytes = int(c.agree_max(_nbytes(probe) + out_bytes))
+        l2 = int(job.timing.l2_bytes or 0)
+        if not l2 and self.cuda:
+            l2 = int(getattr(self.torch.cuda.get_device_properties(c.device), "L2_cache_size", 0) or 0)
+        n_sets = max(2, math.ceil(3 * l2 / max(set_bytes, 1))) if l2 else 2
+        n_sets = int(min(n_sets, job.timing.max_sets, max(2, job.timing.set_budget_bytes // max(set_bytes, 1))))
+        sets = [probe] + [c.make_inputs(size, f"time{k}") for k in range(1, n_sets)]
+        lent = self.lend(sets)
+        priv = [compare.clone(s) for s in sets]
+        phase = f"size {size}"
+
+        def refill(key: str) -> None:
+            for k in range(n_sets):
+                fresh = c.make_inputs(size, f"round{key}set{k}")
+                compare.refill(lent[k], fresh)
+                compare.refill(priv[k], fresh)
+            c.sync()
+
+        def reference(calls: int, key: str) -> float:
+            self.link.stop()              # nothing of the candidate runs beside the reference
+            try:
+                c.barrier()
+                c.sync()
+                held = []
+                start = time.perf_counter()
+                for i in range(calls):
+                    held.append(c.reference.solution(*priv[i % n_sets]))
+                c.sync()
+                [memory.describe(o) for o in held]       # what the candidate side pays for its Done
+                seconds = time.perf_counter() - start
+            finally:
+                self.link.cont()
+            return seconds / calls
+
+        def candidate(calls: int, key: str) -> float:
+            order = [i % n_sets for i in range(calls)]
+            window = self.link.batch(order, first=False, spin=self.cuda, barrier=c.barrier, timeout=c.batch_timeout())
+            self.check_window(window, order, key, lent, priv, phase)
+            self.link.release()
+            return window.seconds / calls
+
+        def cap(name: str) -> int:
+            return max(1, HOLD_BUDGET[job.device] // max(out_bytes, 1))
+
+        timer = Timing(c.agree_max, c.files.heartbeat, job.timing)
+        measured = timer.run(phase, {"reference": reference, "candidate": candidate}, refill, cap)
+        self.fail_if_any(c.agree(self.pending or {"category": None, "message": None}), f"{phase}, timing")
+        timing = {name: summarize(measured["times"][name]) for name in ("reference", "candidate")}
+        for name in timing:
+            timing[name]["iters"] = measured["iters"][name]
+        self.record["timing"] = {**timing, "sets": n_sets, "set_bytes": set_bytes, "band_target": measured["band_target"]}
+        self.record["speedup_of_medians"] = timing["reference"]["median_s"] / max(timing["candidate"]["median_s"], 1e-12)
+        self.record["speedup"] = paired_speedup(timing)
+        band = size_band(timing)
+        self.record["band"] = list(band) if band else None
+        self.after_timing(lent, priv, refill)
+        self.record["timing_s"] = time.perf_counter() - t0
+
+    def check_window(self, window: Window, order: list[int], key: str, lent: list, priv: list, phase: str) -> None:
+        """A timed window's outputs: a subset of its calls, chosen now, identically on every checker
+        (the reference calls below are collectives), compared with the reference."""
+        calls = len(order)
+        seed = hmac.new(self.c.key.encode(), f"{self.size}|{key}|subset".encode(), hashlib.sha256).digest()
+        pick = sorted(set(random.Random(seed).sample(range(calls), min(CHECKED_PER_WINDOW, calls))) | {calls - 1})
+        outs = self.inspect(window, pick, f"{phase}, timing", first=False)
+        found = self.verdict_now
+        for i in pick:
+            s = order[i]
+            if self.job.inplace:      # repeated calls compound in place: the anti-caching passes check these
+                break
+            ref_in = compare.clone(priv[s])
+            expected = self.c.call_reference(ref_in, f"{phase}, timing check")
+            if found is None and i in outs:
+                category, msg, _ = checks.check_call(outs[i], expected, lent[s], ref_in, priv[s], self.job.tolerance,
+                                                     self.job.inplace, getattr(self.c.harness, "check", None))
+                if category:
+                    found = (category, f"timed call {i + 1} of {calls} (input set {s}): {msg}")
+        if found and self.pending is None:
+            self.pending = {"category": found[0], "message": found[1]}
+
+    def after_timing(self, lent: list, priv: list, refill: Any) -> None:
+        """Refill the timing sets (same memory, new values) and check every output: a cache keyed on
+        pointer, id or shape now returns stale data. Then again with new values on some ranks only:
+        an answer memoized on a rank's own input is stale too (the result depends on the others')."""
+        c, n = self.c, len(lent)
+        phase = f"size {self.size}, check after timing"
+        found = None
+        for pass_no in (1, 2):
+            if pass_no == 1:
+                refill("after")
+            else:
+                for k in range(n):
+                    if (c.rank + k) % 2:
+                        fresh = c.make_inputs(self.size, f"after2set{k}")
+                        compare.refill(lent[k], fresh)
+                        compare.refill(priv[k], fresh)
+                c.sync()
+            pristine = [compare.clone(x) for x in lent]    # what the candidate gets (in-place calls of pass 1 kept)
+            window = self.link.batch(list(range(n)), first=False, spin=self.cuda, barrier=c.barrier,
+                                     timeout=c.batch_timeout())
+            outs = self.inspect(window, list(range(n)), phase, first=False)
+            found = found or self.verdict_now
+            for k in range(n):
+                ref_in = compare.clone(pristine[k])
+                expected = c.call_reference(ref_in, phase)
+                if found is None and k in outs:
+                    category, msg, _ = checks.check_call(outs[k], expected, lent[k], ref_in, pristine[k],
+                                                         self.job.tolerance, self.job.inplace,
+                                                         getattr(c.harness, "check", None))
+                    if category:
+                        which = " (new values on some ranks only)" if pass_no == 2 else ""
+                        found = (category, f"input set {k}{which}: {msg}")
+            self.link.release()
+        mine = {"category": found[0], "message": found[1]} if found else {"category": None, "message": None}
+        self.fail_if_any(c.agree(mine), phase)
+
+
+def _calls(counts: dict) -> str:
+    return ", ".join(f"{k} x{v}" for k, v in sorted(counts.items()))
+
+
+def _nbytes(obj: Any) -> int:
+    import torch
+    return sum(v.numel() * v.element_size() for _, v in compare.leaves(obj) if isinstance(v, torch.Tensor))
+
+
+def _failed(category: str, message: str, tb: str) -> Exception:
+    from .failures import ItemFailed
+    return ItemFailed(category, message, "candidate", tb=tb)

@@ -1,0 +1,77 @@
+"""Side-by-side timing of reference and candidate, driven by the checker.
+
+Protocol (same for both sides): warm-up; a probe sets how many calls a window holds, so a window
+lasts about `round_s` (fewer where the outputs a window holds would pass the memory budget); then
+an even number of rounds interleave ref, cand, cand, ref, ... (each goes first equally often, so
+clock ramps, drift and a first-of-the-pair penalty hit both alike). A round refills the input sets
+in place with values no earlier round used, then runs one window per side: the reference in the
+checker (its candidate process stopped meanwhile), the candidate as a batch in its own process
+(rank/link.py). A window is wall time on the checker's clock from a barrier across checkers and
+"go" to the device-synchronized end; a rank's round time is per call; the job's is the max over
+ranks; the reported time is the median over rounds. Where the paired speedup's noise band is
+wider than +-band_target, rounds continue in pairs up to max_rounds.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+
+from ..protocol import TimingSpec
+from .stats import median_band
+
+
+class Timing:
+    def __init__(self, agree_max: Callable[[float], float], heartbeat: Callable[[str], None], cfg: TimingSpec):
+        self.agree_max = agree_max      # float -> max over ranks
+        self.heartbeat = heartbeat
+        rounds = max(5, int(cfg.rounds))
+        self.rounds = rounds + rounds % 2
+        self.warmup = max(1, int(cfg.warmup))
+        self.round_s = float(cfg.round_s)
+        self.max_iters = int(cfg.max_iters)
+        self.band_target = float(cfg.band_target)
+        self.max_rounds = max(self.rounds, int(cfg.max_rounds))
+
+    def run(self, phase: str, sides: dict[str, Callable[[int, str], float]], refill: Callable[[str], None],
+            cap: Callable[[str], int]) -> dict:
+        """sides[name](calls, key) runs one window of `calls` calls on the current sets and returns
+        its seconds per call; refill(key) puts fresh values in every set; cap(name) is the most calls
+        a window of that side may hold (the memory its outputs take)."""
+        iters = {}
+        for name, side in sides.items():
+            self.heartbeat(f"{phase}, timing warm-up, {name}")
+            refill(f"warm-{name}")
+            side(self.warmup, f"warm-{name}")
+            per_call = self.agree_max(side(min(3, self.max_iters), f"probe-{name}"))
+            want = math.ceil(self.round_s / max(per_call, 1e-9))
+            iters[name] = int(self.agree_max(max(1, min(self.max_iters, want, cap(name)))))
+        # both sides run the same number of calls per window, so both hold the same outputs
+        n = min(iters.values())
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        adaptive = self.max_rounds > self.rounds
+        r = 0
+        while r < self.rounds or (adaptive and r < self.max_rounds and (r % 2 or not self.settled(times))):
+            order = ("reference", "candidate") if r % 2 == 0 else ("candidate", "reference")
+            for name in order:
+                key = f"{2 * r + (name == 'candidate')}"
+                refill(key)
+                self.heartbeat(f"{phase}, timing round {r + 1}/{self.rounds if r < self.rounds else self.max_rounds}, {name}")
+                times[name].append(self.agree_max(sides[name](n, key)))
+            r += 1
+        return {"iters": {name: n for name in sides}, "times": times,
+                "band_target": self.band_target if adaptive else None}
+
+    def settled(self, times: dict[str, list[float]]) -> bool:
+        """The paired speedup's noise band lies within +-band_target of its median."""
+        ratios = [a / b for a, b in zip(times["reference"], times["candidate"]) if a > 0 and b > 0]
+        band = median_band(ratios)
+        if not band or not ratios:
+            return False
+        mid = statistics.median(ratios)
+        return band[0] >= mid * (1 - self.band_target) and band[1] <= mid * (1 + self.band_target)
+
+
+def summarize(rounds: list[float]) -> dict:
+    """The job's time per round (already the max over ranks) and its median/min/max."""
+    return {"median_s": statistics.median(rounds), "min_s": min(rounds), "max_s": max(rounds), "rounds_s": rounds}

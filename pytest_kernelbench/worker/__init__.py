@@ -1,1 +1,0 @@
-"""Code that runs inside each rank (never in the pytest process)."""
