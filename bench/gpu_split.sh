@@ -64,19 +64,24 @@ PY
   sed -i 's/#include <cuda_bf16.h>/#include <cuda_bf16.h>\n#include <ATen\/cuda\/CUDAContext.h>/' "$1/collective/all_reduce.py"
 }
 
+keep_logs() {   # what the job folders of items that did not pass said (their logs), for $OUT
+  tar czf "$OUT/$1-jobs.tgz" -C /tmp/kb-21 --wildcards '*/jobs/*/logs' '*/jobs/*/hb' 2>/dev/null || true
+}
+
 smoke() {
   w1_copies $R/w1
   log "self-check, small, short timing"
-  timeout -k 10 -s INT 240 $PT $R/w1/collective/all_reduce $R/w1/collective/all_gather $R/w1/utility \
-    --kb-candidate=reference --kb-sizes=small --kb-timing-rounds=6 --kb-report=$R/smoke-ref.json 2>&1 | tail -25
+  timeout -k 10 -s INT 240 $PT $R/w1/collective/all_reduce $R/w1/utility/grad_clip_inplace \
+    --kb-candidate=reference --kb-compile-timeout=90 --kb-sizes=small --kb-timing-rounds=6 --kb-timeout=60 --kb-report=$R/smoke-ref.json 2>&1 | tail -25
   log "shipped symm_mem kernels (load_inline + symmetric memory at W = 1)"
   timeout -k 10 -s INT 200 $PT $R/w1/collective/all_reduce $R/w1/collective/all_gather --kb-candidate=shipped \
-    --kb-sizes=small --kb-timing-rounds=6 --kb-report=$R/smoke-shipped.json 2>&1 | tail -12
+    --kb-sizes=small --kb-timing-rounds=6 --kb-timeout=60 --kb-report=$R/smoke-shipped.json 2>&1 | tail -12
   log "a load_inline candidate from a folder"
   load_inline_candidate $R/sol
   timeout -k 10 -s INT 200 $PT $R/w1/collective/all_reduce --kb-solutions=$R/sol --kb-sizes=small \
-    --kb-timing-rounds=6 --kb-report=$R/smoke-inline.json 2>&1 | tail -8
+    --kb-timing-rounds=6 --kb-timeout=120 --kb-report=$R/smoke-inline.json 2>&1 | tail -8
   cp $R/smoke-*.json "$OUT/" 2>/dev/null
+  keep_logs smoke
 }
 
 evidence() {

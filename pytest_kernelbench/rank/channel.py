@@ -15,6 +15,7 @@ import os
 import socket
 import struct
 import time
+from collections.abc import Callable
 
 from ..protocol import SpecError, decode, encode
 
@@ -130,11 +131,15 @@ class ControlPage:
         n = min(self._get(16), self.nbytes - _HEAD)
         return bytes(self.mem[_HEAD:_HEAD + n])
 
-    def spin(self, off: int, want: int, deadline: float) -> bool:
+    def spin(self, off: int, want: int, deadline: float, alive: Callable[[], bool] | None = None) -> bool:
+        """Wait until the counter at `off` reads `want`; False at the deadline or once `alive()`
+        (asked every few milliseconds) says the other side is gone."""
         get = self._get
+        n = 0
         while get(off) != want:
-            if time.monotonic() > deadline:
-                return False
+            n += 1
+            if n % 4096 == 0 and ((alive is not None and not alive()) or time.monotonic() > deadline):
+                return get(off) == want
         return True
 
     def close(self) -> None:

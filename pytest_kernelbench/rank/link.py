@@ -129,7 +129,9 @@ class Link:
         self.seq += 1
         seq = self.seq
         self.send(Batch(calls=list(calls), first=first, spin=spin))
-        if spin and not self.ctrl.spin(24, seq, time.monotonic() + timeout):    # it is waiting for "go"
+        if spin and not self.ctrl.spin(24, seq, time.monotonic() + timeout, self.alive):    # waiting for "go"
+            if not self.alive():
+                raise ItemFailed("crash", f"the candidate process died ({self.exit_text()})", "candidate")
             raise ItemFailed("timeout", "the candidate process did not take a batch", "candidate")
         barrier()
         deadline = time.monotonic() + timeout
@@ -138,7 +140,9 @@ class Link:
         if not spin:
             self.send_poke()
         if spin:
-            if not self.ctrl.spin(8, seq, deadline):
+            if not self.ctrl.spin(8, seq, deadline, self.alive):
+                if not self.alive():
+                    raise ItemFailed("crash", f"the candidate process died in a call ({self.exit_text()})", "candidate")
                 raise ItemFailed("timeout", f"the candidate did not finish a batch within {timeout:.0f} s", "candidate")
         else:
             try:
@@ -160,6 +164,16 @@ class Link:
         if not isinstance(done, Done):
             raise ItemFailed("runtime_error", "the candidate process broke the protocol (no Done)", "candidate")
         return Window(seconds, done, len(calls))
+
+    def alive(self) -> bool:
+        """Whether the candidate process still runs (not exited, not a zombie)."""
+        if self.pid <= 0:
+            return False
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except OSError:
+            return False
 
     def send_poke(self) -> None:
         try:

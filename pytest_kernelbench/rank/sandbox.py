@@ -31,8 +31,8 @@ SCOPE_SIGNAL = 1 << 1
 
 READ = EXECUTE | READ_FILE | READ_DIR
 # system trees a Python/CUDA process reads (and executes: the host compiler, ptxas, ldconfig)
-SYSTEM_TREES = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys", "/run",
-                "/var/lib", "/snap", "/nix")
+SYSTEM_TREES = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", "/run", "/var", "/snap",
+                "/nix", "/srv", "/mnt", "/media")
 
 
 def landlock_abi() -> int:
@@ -52,13 +52,13 @@ class _Beneath(ctypes.Structure):
     _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def _all_rights(abi: int) -> int:
+def _all_rights(abi: int, ioctl: bool = True) -> int:
     rights = ABI1_ALL
     if abi >= 2:
         rights |= REFER
     if abi >= 3:
         rights |= TRUNCATE
-    if abi >= 5:
+    if abi >= 5 and ioctl:
         rights |= IOCTL_DEV
     return rights
 
@@ -77,13 +77,20 @@ def python_trees() -> list[str]:
     return sorted(t for t in trees if t and os.path.isdir(t))
 
 
-def landlock(read_only: Iterable[str], read_write: Iterable[str], devices: Iterable[str] = ("/dev",)) -> list[str]:
+# what the GPU driver and NCCL need in full: device nodes (read-write, ioctl), /dev/shm, and the
+# kernel's /proc and /sys (the driver writes there; the kernel's own rules guard other processes)
+FULL_TREES = ("/dev", "/proc", "/sys")
+
+
+def landlock(read_only: Iterable[str], read_write: Iterable[str], devices: Iterable[str] = FULL_TREES,
+             ioctl: bool = True, scope_signals: bool = True) -> list[str]:
     """Restrict this process (and what it starts) to the listed trees. Returns the layers applied."""
     abi = landlock_abi()
     if abi < 1:
         return []
-    rights = _all_rights(abi)
-    attr = _Attr(rights, 0, SCOPE_SIGNAL if abi >= 6 else 0)
+    rights = _all_rights(abi, ioctl)
+    scoped = scope_signals and abi >= 6
+    attr = _Attr(rights, 0, SCOPE_SIGNAL if scoped else 0)
     size = ctypes.sizeof(_Attr) if abi >= 6 else ctypes.sizeof(ctypes.c_uint64)
     fd = _libc.syscall(SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if fd < 0:
@@ -113,7 +120,7 @@ def landlock(read_only: Iterable[str], read_write: Iterable[str], devices: Itera
             return []
     finally:
         os.close(fd)
-    return [f"{Isolation.LANDLOCK.value} v{abi}"] + ([Isolation.SIGNALS.value] if abi >= 6 else [])
+    return [f"{Isolation.LANDLOCK.value} v{abi}"] + ([Isolation.SIGNALS.value] if scoped else [])
 
 
 class _CapHeader(ctypes.Structure):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import math
 import random
 import time
@@ -41,6 +42,9 @@ class SizeRun:
         assert c.link is not None
         self.link = c.link
         self.cuda = self.job.device == "cuda"
+        # GPU windows wait by spinning (a wake-up through the socket costs tens of microseconds);
+        # CPU ranks would starve each other spinning (KB_SPIN=1 forces it, to test that path on CPU)
+        self.spin = self.cuda or os.environ.get("KB_SPIN") == "1"
         self.record: dict[str, Any] = {"name": size, "config": self.job.sizes[size], "trials": []}
         self.held: list[tuple[int, int, str]] = []      # output ranges the candidate still holds, per call
         self.pending: dict | None = None                # the first failure seen in a timed window
@@ -168,7 +172,7 @@ class SizeRun:
             pristine = compare.clone(inputs)
             first = trial == 0
             c.files.heartbeat(f"{phase}, candidate call {SETUP_MARK}" if first else f"{phase}, candidate call")
-            window = self.link.batch([0], first=first, spin=self.cuda, barrier=(lambda: None) if first else c.barrier,
+            window = self.link.batch([0], first=first, spin=self.spin, barrier=(lambda: None) if first else c.barrier,
                                      timeout=c.batch_timeout())
             outs = self.inspect(window, [0], phase, first)
             if first:    # ranks meet on the store before the next collective (the short timeout is back)
@@ -242,7 +246,7 @@ class SizeRun:
 
         def candidate(calls: int, key: str) -> float:
             order = [i % n_sets for i in range(calls)]
-            window = self.link.batch(order, first=False, spin=self.cuda, barrier=c.barrier, timeout=c.batch_timeout())
+            window = self.link.batch(order, first=False, spin=self.spin, barrier=c.barrier, timeout=c.batch_timeout())
             self.check_window(window, order, key, lent, priv, phase)
             self.link.release()
             return window.seconds / calls
@@ -304,7 +308,7 @@ class SizeRun:
                         compare.refill(priv[k], fresh)
                 c.sync()
             pristine = [compare.clone(x) for x in lent]    # what the candidate gets (in-place calls of pass 1 kept)
-            window = self.link.batch(list(range(n)), first=False, spin=self.cuda, barrier=c.barrier,
+            window = self.link.batch(list(range(n)), first=False, spin=self.spin, barrier=c.barrier,
                                      timeout=c.batch_timeout())
             outs = self.inspect(window, list(range(n)), phase, first=False)
             found = found or self.verdict_now
