@@ -13,7 +13,8 @@ CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
 
 
 class CUipcMemHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
+    # bytes, not c_char: a c_char array field reads back cut at its first NUL
+    _fields_ = [("reserved", ctypes.c_ubyte * IPC_HANDLE_BYTES)]
 
 
 class CudaError(RuntimeError):
@@ -57,11 +58,12 @@ class Driver:
     def ipc_handle(self, p: int) -> bytes:
         h = CUipcMemHandle()
         self.check(self._get(ctypes.byref(h), p), "cuIpcGetMemHandle")
-        return bytes(h.reserved)
+        return ctypes.string_at(ctypes.addressof(h), IPC_HANDLE_BYTES)
 
     def ipc_open(self, handle: bytes) -> int:
-        h = CUipcMemHandle()
-        h.reserved = handle
+        if len(handle) != IPC_HANDLE_BYTES:
+            raise CudaError(f"cuIpcOpenMemHandle: a handle of {len(handle)} bytes")
+        h = CUipcMemHandle.from_buffer_copy(handle)
         p = ctypes.c_uint64()
         self.check(self._open(ctypes.byref(p), h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle")
         return p.value
