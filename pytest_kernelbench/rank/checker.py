@@ -112,10 +112,10 @@ class Checker:
         self.dtype = getattr(torch, job.dtype)
         from . import memory
         assert self.link is not None
-        if job.device == "cuda":
+        if job.device == "cuda":      # a CUDA problem's outputs may hold CPU tensors too
             from .cuda import Driver
             self.driver = Driver()
-            self.link.reader = memory.IpcReader(self.driver, self.device)
+            self.link.reader = memory.Readers(memory.ProcReader(self.link.pid), memory.IpcReader(self.driver, self.device))
         else:
             self.link.reader = memory.ProcReader(self.link.pid)
         self.files.heartbeat("load harness and reference")
@@ -155,16 +155,17 @@ class Checker:
         return float(self.job.compile_timeout_s) + 3600.0
 
     def next_arena(self) -> int:
-        return len(self.arenas)
+        return max(self.arenas, default=-1) + 2       # ids in pairs: one per device type
 
     def arena_ranges(self, lent: list) -> list[tuple[int, int]]:
         """Where the candidate mapped the arenas it was lent: CPU, from its /proc maps; CUDA, as it
         says (`lent`: where it claims them; a false claim points only at other inputs)."""
         if self.link is None:
             return []
+        ranges = self.link.reader.mapped("memfd:kb-arena")
         if self.job.device == "cuda":
-            return [(int(b), int(b) + int(n)) for b, n, _ in lent]
-        return self.link.reader.mapped("memfd:kb-arena")
+            ranges += [(int(b), int(b) + int(n)) for b, n, _ in lent]
+        return ranges
 
     def die(self, category: str, message: str, where: str, exc: BaseException | None = None) -> NoReturn:
         raise ItemFailed(category, message, where, exc)

@@ -115,23 +115,23 @@ class Mapped:
 
 
 # ---- inputs ------------------------------------------------------------------------------------------
-def layout(obj: Any, arena: int, start: int = 0) -> tuple[dict, int, list[tuple[dict, torch.Tensor]]]:
-    """(tree, end offset, [(leaf, value)]) of one input set placed in `arena` from `start`: the
-    values are not copied here (write() does)."""
+def layout(obj: Any, arenas: dict[str, int], ends: dict[str, int]) -> tuple[dict, list[tuple[dict, torch.Tensor]]]:
+    """(tree, [(leaf, value)]) of one input set placed in the arenas (one per device type: a CUDA
+    problem's inputs may hold CPU tensors too), each from its end in `ends` (advanced here). The
+    values are not copied here."""
     leaves: list[tuple[dict, torch.Tensor]] = []
-    off = start
 
     def walk(o: Any) -> dict:
-        nonlocal off
         if isinstance(o, torch.Tensor):
             if o.layout == torch.sparse_coo:
                 o = o.coalesce()
                 return {"t": "S", "i": walk(o.indices()), "v": walk(o.values()), "size": list(o.shape)}
             if o.layout != torch.strided:
                 raise MemoryError_(f"an input of layout {o.layout} cannot be lent to the candidate")
-            shape = list(o.shape)
-            leaf = {"t": "T", "a": arena, "o": off, "s": shape, "st": contiguous_stride(shape), "d": dtype_name(o.dtype)}
-            off += -(-max(o.numel() * o.element_size(), 1) // ALIGN) * ALIGN
+            shape, kind = list(o.shape), o.device.type
+            leaf = {"t": "T", "a": arenas[kind], "o": ends[kind], "s": shape, "st": contiguous_stride(shape),
+                    "d": dtype_name(o.dtype)}
+            ends[kind] += -(-max(o.numel() * o.element_size(), 1) // ALIGN) * ALIGN
             leaves.append((leaf, o))
             return leaf
         if isinstance(o, (list, tuple)):
@@ -143,7 +143,7 @@ def layout(obj: Any, arena: int, start: int = 0) -> tuple[dict, int, list[tuple[
         raise MemoryError_(f"an input of type {type(o).__name__} cannot be lent to the candidate")
 
     tree = walk(obj)
-    return tree, off, leaves
+    return tree, leaves
 
 
 def build(tree: dict, arenas: dict[int, Any]) -> Any:
@@ -336,3 +336,26 @@ class IpcReader:
             self.driver.ipc_close(mapped)
         self.segments.clear()
         self.bases.clear()
+
+
+class Readers:
+    """A CUDA job's reader: CPU outputs through /proc/<pid>/mem, CUDA outputs through IPC."""
+
+    def __init__(self, cpu: ProcReader, cuda: IpcReader):
+        self.cpu, self.cuda = cpu, cuda
+
+    def read(self, p: int, n: int, device: str | None) -> torch.Tensor:
+        return (self.cpu if device == "cpu" else self.cuda).read(p, n, device)
+
+    def add(self, segments: list) -> None:
+        self.cuda.add(segments)
+
+    def lend(self, lent: list, arenas: dict[int, Any]) -> None:
+        self.cuda.lend(lent, arenas)
+
+    def mapped(self, name_prefix: str) -> list[tuple[int, int]]:
+        return self.cpu.mapped(name_prefix)
+
+    def close(self) -> None:
+        self.cpu.close()
+        self.cuda.close()

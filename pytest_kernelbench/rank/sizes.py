@@ -51,21 +51,25 @@ class SizeRun:
 
     # ---- lending inputs ------------------------------------------------------------------------------
     def lend(self, sets: list[Any]) -> list[Any]:
-        """Put input sets into a new arena the candidate maps; returns the checker's views of them."""
+        """Put input sets into new arenas the candidate maps (one per device type the inputs use);
+        returns the checker's views of them."""
         c = self.c
-        trees, placed, end = [], [], 0
-        ident = c.next_arena()
+        devices = {"cpu": self.torch.device("cpu"), "cuda": c.device}
+        ids = {kind: c.next_arena() + k for k, kind in enumerate(devices)}
+        ends = dict.fromkeys(devices, 0)
+        trees, placed = [], []
         for obj in sets:
-            tree, end, leaves = memory.layout(obj, ident, end)
+            tree, leaves = memory.layout(obj, ids, ends)
             trees.append(tree)
             placed += leaves
-        arena = memory.Arena(ident, c.device, end, c.driver)
-        c.arenas[ident] = arena
-        self.link.arenas[ident] = arena
+        for kind, end in ends.items():
+            if end:
+                arena = memory.Arena(ids[kind], devices[kind], end, c.driver)
+                c.arenas[arena.id] = self.link.arenas[arena.id] = arena
+                msg, fds = arena.message()
+                self.link.send(msg, fds)
         for leaf, value in placed:
-            arena.view(int(leaf["o"]), leaf["s"], leaf["st"], memory.dtype_of(leaf["d"])).copy_(value)
-        msg, fds = arena.message()
-        self.link.send(msg, fds)
+            c.arenas[leaf["a"]].view(int(leaf["o"]), leaf["s"], leaf["st"], memory.dtype_of(leaf["d"])).copy_(value)
         self.link.send(Sets(trees))
         c.sync()
         return [memory.build(t, c.arenas) for t in trees]
@@ -221,14 +225,19 @@ class SizeRun:
         priv = [compare.clone(s) for s in sets]
         phase = f"size {size}"
 
+        spent = dict.fromkeys(("refill", "reference", "candidate", "checks"), 0.0)   # where the size's time goes
+
         def refill(key: str) -> None:
+            t = time.perf_counter()
             for k in range(n_sets):
                 fresh = c.make_inputs(size, f"round{key}set{k}")
                 compare.refill(lent[k], fresh)
                 compare.refill(priv[k], fresh)
             c.sync()
+            spent["refill"] += time.perf_counter() - t
 
         def reference(calls: int, key: str) -> float:
+            t = time.perf_counter()
             self.link.stop()              # nothing of the candidate runs beside the reference
             try:
                 c.barrier()
@@ -242,13 +251,18 @@ class SizeRun:
                 seconds = time.perf_counter() - start
             finally:
                 self.link.cont()
+            spent["reference"] += time.perf_counter() - t
             return seconds / calls
 
         def candidate(calls: int, key: str) -> float:
+            t = time.perf_counter()
             order = [i % n_sets for i in range(calls)]
             window = self.link.batch(order, first=False, spin=self.spin, barrier=c.barrier, timeout=c.batch_timeout())
+            t1 = time.perf_counter()
             self.check_window(window, order, key, lent, priv, phase)
             self.link.release()
+            spent["candidate"] += t1 - t
+            spent["checks"] += time.perf_counter() - t1
             return window.seconds / calls
 
         def cap(name: str) -> int:
@@ -260,7 +274,8 @@ class SizeRun:
         timing = {name: summarize(measured["times"][name]) for name in ("reference", "candidate")}
         for name in timing:
             timing[name]["iters"] = measured["iters"][name]
-        self.record["timing"] = {**timing, "sets": n_sets, "set_bytes": set_bytes, "band_target": measured["band_target"]}
+        self.record["timing"] = {**timing, "sets": n_sets, "set_bytes": set_bytes, "band_target": measured["band_target"],
+                                 "spent_s": {k: round(v, 4) for k, v in spent.items()}}
         self.record["speedup_of_medians"] = timing["reference"]["median_s"] / max(timing["candidate"]["median_s"], 1e-12)
         self.record["speedup"] = paired_speedup(timing)
         band = size_band(timing)
