@@ -173,8 +173,7 @@ class CandidateProcess:
             done.forbidden["refused access to hidden files: " + ", ".join(sorted(set(self.shield.attempts)))[:300]] = 1
             self.shield.attempts.clear()
         self.ctrl.put_done(seq, encode(done))
-        if not msg.spin:
-            self.chan.poke()
+        self.chan.poke()
 
     def _export(self, p: int, new: list[list]) -> None:
         """Announce the CUDA allocation holding device address p, the first time an output lives

@@ -4,9 +4,10 @@ page for the timed part of a batch.
 
 The control page: "go" and "done" counters and the batch's Done, written by the candidate process
 before it marks done, so the checker has everything the candidate says about a batch at the
-moment the window closes (nothing can be computed later and claimed for it). On GPUs both sides
-spin on the counters (a wake-up through the socket costs tens of microseconds, a spin about one);
-on CPUs a byte on the socket wakes the other side (spinning ranks would starve each other).
+moment the window closes (nothing can be computed later and claimed for it). On GPUs the candidate
+spins for "go" (a wake-up through the socket costs tens of microseconds); "done" is a byte on the
+socket that wakes the checker, whose spinning would take CPU from the candidate's calls. On CPUs a
+byte on the socket is "go" too (spinning ranks would starve each other).
 """
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ class Checker:
                                read_write=[str(scratch), *self.job.builds], sys_path=list(self.job.sys_path), env=env)
         self.files.pids(os.getpid(), self.link.pid)
         if not self.job.allow_multicast:
-            self.watch = EnvWatch(self.link.pid, 0.005 if self.job.device == "cuda" else 0.05)
+            self.watch = EnvWatch(self.link.pid, 0.02 if self.job.device == "cuda" else 0.05)
             self.link.own.add(self.watch.watcher)
 
     def fetch_secret(self) -> None:

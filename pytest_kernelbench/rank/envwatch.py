@@ -26,34 +26,69 @@ def _environ_address() -> int:
 
 
 class _Env:
-    """What getenv sees in another process: its `environ` array and strings, read from its memory."""
+    """What getenv sees in another process: its `environ` array and strings, read from its memory.
+    A full scan finds the slots that hold the watched names; later reads look at those slots only
+    (a few reads: each one briefly holds the candidate's memory-map lock), and a moved array or
+    slot, or every RESCAN-th read, scans again."""
 
-    def __init__(self, pid: int):
+    RESCAN = 50
+
+    def __init__(self, pid: int, names: tuple[bytes, ...]):
         self.fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
         self.where = _environ_address()
+        self.names = names
+        self.slots: dict[bytes, tuple[int, int]] = {}      # name -> (slot, string pointer)
+        self.array, self.reads = 0, 0
 
     def _ptr(self, addr: int) -> int:
         return int.from_bytes(os.pread(self.fd, 8, addr), "little")
 
-    def read(self, names: tuple[bytes, ...]) -> dict[bytes, bytes] | None:
-        try:
-            array = self._ptr(self.where)
-            raw = os.pread(self.fd, 8 * MAX_ENTRIES, array)
-        except OSError:
-            return None
+    def _string(self, p: int) -> tuple[bytes, bytes]:
+        name, _, value = os.pread(self.fd, 128, p).split(b"\0", 1)[0].partition(b"=")
+        return name, value
+
+    def _scan(self) -> dict[bytes, bytes]:
+        raw = os.pread(self.fd, 8 * MAX_ENTRIES, self.array)
         out: dict[bytes, bytes] = {}
+        self.slots = {}
         for k in range(0, len(raw) - 7, 8):
             p = int.from_bytes(raw[k:k + 8], "little")
             if not p:
                 break
             try:
-                text = os.pread(self.fd, 128, p).split(b"\0", 1)[0]
+                name, value = self._string(p)
             except OSError:
                 continue
-            name, sep, value = text.partition(b"=")
-            if sep and name in names and name not in out:     # getenv returns the first match
+            if name in self.names and name not in out:     # getenv returns the first match
                 out[name] = value
+                self.slots[name] = (k // 8, p)
         return out
+
+    def read(self) -> dict[bytes, bytes] | None:
+        try:
+            array = self._ptr(self.where)
+            self.reads += 1
+            if array != self.array or self.reads % self.RESCAN == 0 or not self.slots:
+                self.array = array
+                return self._scan()
+            out = {}
+            for name, (slot, p) in self.slots.items():
+                if self._ptr(array + 8 * slot) != p:
+                    return self._scan()
+                got, value = self._string(p)
+                if got != name:
+                    return self._scan()
+                out[name] = value
+            return out
+        except OSError:
+            return None
+
+    def stopped(self, pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+        except OSError:
+            return False
 
 
 class EnvWatch:
@@ -67,10 +102,12 @@ class EnvWatch:
             try:
                 from ..procs import die_with_parent
                 die_with_parent()
-                env = _Env(pid)
-                names = tuple(want)
+                env = _Env(pid, tuple(want))
                 while True:
-                    now = env.read(names)
+                    if env.stopped(pid):          # stopped while the reference runs: nothing to see
+                        time.sleep(interval_s)
+                        continue
+                    now = env.read()
                     if now is None:               # the candidate is gone
                         break
                     changed = [f"{k.decode()}={now.get(k, b'').decode(errors='replace')!r} (was {v.decode()!r})"

@@ -21,6 +21,9 @@ from ..protocol import TimingSpec
 from .stats import median_band
 
 
+PROBE_CALLS = 20
+
+
 class Timing:
     def __init__(self, agree_max: Callable[[float], float], heartbeat: Callable[[str], None], cfg: TimingSpec):
         self.agree_max = agree_max      # float -> max over ranks
@@ -43,7 +46,8 @@ class Timing:
             self.heartbeat(f"{phase}, timing warm-up, {name}")
             refill(f"warm-{name}")
             side(self.warmup, f"warm-{name}")
-            per_call = self.agree_max(side(min(3, self.max_iters), f"probe-{name}"))
+            # a probe long enough that the window's own cost (barrier, wake-up) is a small part of it
+            per_call = self.agree_max(side(min(PROBE_CALLS, self.max_iters), f"probe-{name}"))
             want = math.ceil(self.round_s / max(per_call, 1e-9))
             iters[name] = int(self.agree_max(max(1, min(self.max_iters, want, cap(name)))))
         # both sides run the same number of calls per window, so both hold the same outputs
