@@ -126,7 +126,8 @@ TYPED = ["pytest_kernelbench/protocol.py", "pytest_kernelbench/metrics.py", "pyt
          "pytest_kernelbench/worker/guards.py", "pytest_kernelbench/worker/safety.py",
          "pytest_kernelbench/worker/shield.py", "pytest_kernelbench/worker/tamper.py",
          "pytest_kernelbench/rankserver.py", "pytest_kernelbench/worker/zygote.py", "pytest_kernelbench/roofline.py",
-         "pytest_kernelbench/worker/timed.py", "pytest_kernelbench/worker/failures.py"]
+         "pytest_kernelbench/worker/timed.py", "pytest_kernelbench/worker/failures.py",
+         "pytest_kernelbench/candidates/copies.py"]
 
 
 def _tool(module: str, *args) -> subprocess.CompletedProcess:
