@@ -52,6 +52,10 @@ def projected(cpu: dict, gpu: dict) -> list[dict]:
     return out
 
 
+def fmt(x: float | None, pattern: str = "{:.3f}") -> str:
+    return "-" if x is None else pattern.format(x)
+
+
 def lines(cpu: dict, gpu: dict, label: str) -> list[str]:
     items = projected(cpu, gpu)
     a = metrics.aggregate(items)
@@ -61,7 +65,6 @@ def lines(cpu: dict, gpu: dict, label: str) -> list[str]:
     if not a["passed"]:         # nothing passed: no speed to aggregate, but every score is 0
         a.update(pass_x_gm=0.0, pass_good=0.0, fast_1=0.0)
         fam["pass_x_gm"] = 0.0
-    fmt = (lambda x, p="{:.3f}": "-" if x is None else p.format(x))
     return [
         f"| {label} | {cpu_a['passed']}/{cpu_a['total']} | {cpu_a.get('reference_copies', 0)} | "
         f"{a['passed']}/{a['total']} | {fmt(a['pass_x_gm'])} | {fmt(a['pass_good'], '{:.1%}')} | "
