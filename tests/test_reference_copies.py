@@ -92,7 +92,9 @@ def copies_run(tmp_path_factory):
     collective its reference calls), the disguised reference of a problem that forbids nothing
     (the free pass: a copy of it would pass every check), and an honest ring."""
     root = tmp_path_factory.mktemp("copies")
-    problems, solutions = make_tree(root, {"copied": DISGUISED, "honest": RING})
+    problems, solutions = make_tree(root, {"copied": DISGUISED})
+    # the honest one also carries a family and an unscored reason, which its record must carry on
+    make_tree(root, {"honest": RING}, yaml_patch={"family": "ring_test", "unscored": "reported only"})
     aux = (PROBLEMS / "ep/moe_aux_loss/reference.py").read_text()
     assert yaml.safe_load((PROBLEMS / "ep/moe_aux_loss/problem.yaml").read_text())["forbid"] == []
     aux_disguised = "# aux loss, by me\n" + aux.replace("    ", "  ").replace("def solution(", "def solution( ")
@@ -114,3 +116,6 @@ def test_a_copied_reference_fails_as_reference_copy_through_kb_solutions(copies_
     assert (agg["total"], agg["passed"], agg["reference_copies"]) == (3, 1, 2)
     assert agg["failures"] == {"reference_copy": 2}
     assert "reference copies: 2 (counted, never passed)" in proc.stdout
+    honest = items["collective/honest"]
+    assert (honest["family"], honest["unscored"], agg["unscored"]) == ("ring_test", "reported only", 1)
+    assert doc["breakdowns"]["family"]["ring_test"]["passed"] == 1
