@@ -16,7 +16,7 @@ from .rank.stats import BAND_COVERAGE, median_band, paired_ratios, paired_speedu
 CATEGORIES = tuple(f.value for f in Failure)
 TIERS = (("better", 1.20), ("on_par", 0.95), ("degraded", 0.60), ("severely_degraded", 0.0))
 FAST_P = (0.0, 1.0, 1.5, 2.0)
-BREAKDOWNS = ("category", "parallelism", "difficulty", "libraries")
+BREAKDOWNS = ("category", "parallelism", "difficulty", "libraries", "family")
 # outcomes that count in the denominator of every rate: everything selected that was not skipped
 COUNTED = (Outcome.PASSED.value, Outcome.FAILED.value, Outcome.ERROR.value)
 
@@ -124,23 +124,36 @@ def _scored(items: Iterable[dict]) -> list[dict]:
     return [i for i in items if i.get("outcome") in COUNTED]
 
 
+def speed_scored(items: Iterable[dict]) -> list[dict]:
+    """The items whose speedup counts: all but those of a problem marked `unscored` (its speed is
+    reported in its own figure, latency or bandwidth, because the design it prescribes cannot be
+    measured fairly against the reference; problem.yaml says why)."""
+    return [i for i in items if not i.get("unscored")]
+
+
 def aggregate(items: list[dict]) -> dict:
     """Aggregates over every counted item (passed, failed, or error: an item with no result for a
     reason that is not the candidate's still counts, as a non-pass); skipped items are counted
     apart with their reasons. Speed aggregates exist only where speed was measured (GPU timing):
-    None otherwise, never a fake 0."""
+    None otherwise, never a fake 0. They count the items whose speed is scored (speed_scored):
+    GM-Speedup over those that passed, Pass x GM, PASS+Good and fast_p over those counted. A
+    reference copy (failure reference_copy) is a counted failure like any other: never a pass."""
     done = _scored(items)
     total = len(done)
     passed = [i for i in done if i["outcome"] == "passed"]
-    scores = [i.get("score") for i in passed]
-    gm = geomean(scores)
+    speed_done = speed_scored(done)
+    speed_passed = speed_scored(passed)
+    speed_total = len(speed_done)
+    gm = geomean([i.get("score") for i in speed_passed])
     tiers: dict[str, int] = defaultdict(int)
-    for i in passed:
+    for i in speed_passed:
         if i.get("verdict"):
             tiers[i["verdict"]] += 1
-    # speed counts only when every passed item has a score (CPU or --kb-timing=off give none)
-    timed = bool(passed) and all(i.get("score") is not None for i in passed)
-    speed = total and timed
+    # speed counts only when every scored passed item has a score (CPU or --kb-timing=off give none)
+    timed = bool(speed_passed) and all(i.get("score") is not None for i in speed_passed)
+    speed = bool(speed_total) and timed
+    fast = {str(p): (sum(1 for i in speed_passed if (i.get("score") or 0) > p) / speed_total if speed else None)
+            for p in FAST_P}
     out = {
         "total": total,
         "passed": len(passed),
@@ -149,15 +162,19 @@ def aggregate(items: list[dict]) -> dict:
         "skipped": sum(1 for i in items if i.get("outcome") == "skipped"),
         "pass_rate": len(passed) / total if total else None,
         "gm_speedup": gm if timed else None,
-        "pass_x_gm": (len(passed) / total) * gm if speed and gm else None,
-        "pass_good": (tiers["on_par"] + tiers["better"]) / total if speed else None,
+        "pass_x_gm": (len(speed_passed) / speed_total) * gm if speed and gm else None,
+        "pass_good": (tiers["on_par"] + tiers["better"]) / speed_total if speed else None,
+        # KernelBench's fast_1 (correct and faster than the reference), published beside Pass x GM
+        "fast_1": fast["1.0"],
         "tiers": dict(tiers),
-        "fast_p": {str(p): (sum(1 for i in passed if (i.get("score") or 0) > p) / total if speed else None)
-                   for p in FAST_P},
+        "fast_p": fast,
+        "unscored": total - speed_total,
+        "reference_copies": sum(1 for i in done if i.get("failure") == Failure.REFERENCE_COPY.value),
         "failures": dict(_count(i.get("failure") for i in done if i["outcome"] != "passed")),
         "skip_reasons": dict(_count(i.get("message") or "skipped" for i in items if i.get("outcome") == "skipped")),
         "roofline_gm": geomean([(i.get("roofline") or {}).get("candidate") for i in passed]),
         "suspect": sum(1 for i in passed if i.get("suspect")),
+        "family_weighted": family_weighted(done),
     }
     from . import usage
     cost = usage.totals(items)
@@ -166,6 +183,31 @@ def aggregate(items: list[dict]) -> dict:
     samples = _samples(items)
     if samples:
         out.update(samples)
+    return out
+
+
+def family_weighted(done: list[dict]) -> dict | None:
+    """The pass rate, GM-Speedup and Pass x GM with every family of near-duplicate problems
+    (problem.yaml `family`, e.g. the all-reduce variants) weighing as much as one problem: an item
+    weighs 1 / (counted items of its family); a problem without a family is its own. None without
+    counted items; the speed figures None where speed was not measured."""
+    if not done:
+        return None
+    size: dict[str, int] = defaultdict(int)
+    for i in done:
+        size[i.get("family") or i.get("problem") or ""] += 1
+    weight = {id(i): 1.0 / size[i.get("family") or i.get("problem") or ""] for i in done}
+    total = sum(weight.values())
+    passed = [i for i in done if i["outcome"] == "passed"]
+    out: dict = {"families": len(size), "pass_rate": sum(weight[id(i)] for i in passed) / total,
+                 "gm_speedup": None, "pass_x_gm": None}
+    scored = speed_scored(done)
+    timed = [i for i in speed_scored(passed) if i.get("score") and i["score"] > 0]
+    if scored and timed and len(timed) == len(speed_scored(passed)):
+        w_all = sum(weight[id(i)] for i in scored)
+        w_passed = sum(weight[id(i)] for i in timed)
+        gm = math.exp(sum(weight[id(i)] * math.log(i["score"]) for i in timed) / w_passed)
+        out.update(gm_speedup=gm, pass_x_gm=w_passed / w_all * gm)
     return out
 
 
@@ -210,7 +252,7 @@ def breakdowns(items: list[dict]) -> dict:
                 if tag:
                     groups[tag].append(i)
         out[key] = {tag: {k: v for k, v in aggregate(group).items() if k in
-                          ("total", "passed", "pass_rate", "gm_speedup", "pass_x_gm", "pass_good")}
+                          ("total", "passed", "pass_rate", "gm_speedup", "pass_x_gm", "pass_good", "fast_1")}
                     for tag, group in sorted(groups.items())}
     return out
 

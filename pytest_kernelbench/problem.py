@@ -21,7 +21,8 @@ LIBRARIES = ("nccl", "gloo", "symm_mem", "nvshmem", "triton", "cuda", "cublas", 
 KINDS = ("rewrite", "native")        # native: a C++/CUDA template with edit regions (problems/NATIVE.md)
 METRICS = ("time", "latency", "bandwidth")
 DEVICES = ("cpu", "cuda")
-DTYPES = ("float32", "float16", "bfloat16")
+# integer dtypes: problems whose work is indices and counts (the dispatch layouts)
+DTYPES = ("float32", "float16", "bfloat16", "int32", "int64")
 FORBID_FAMILIES = ("collectives", "p2p", "symm_mem_ops")
 # Defaults by dtype: sums over ranks are re-associated by any other algorithm, so bf16/fp16
 # need room for rounding of the reduction order.
@@ -29,6 +30,8 @@ DEFAULT_TOLERANCE = {
     "float32": {"atol": 1e-4, "rtol": 1e-4},
     "float16": {"atol": 1e-3, "rtol": 1e-3},
     "bfloat16": {"atol": 1e-2, "rtol": 1.6e-2},
+    "int32": {"atol": 0.0, "rtol": 0.0},
+    "int64": {"atol": 0.0, "rtol": 0.0},
 }
 HARNESS_REQUIRED = ("inputs", "cost")
 TINY = "tiny"
@@ -69,6 +72,8 @@ class Problem:
     template: str | None = None    # native: the template's file name (shown to models)
     build: dict | None = None      # native: the hidden build recipe (native.build.Recipe)
     protected: tuple = ()          # more folders candidates may not touch (a PKB item: its checkout's files)
+    family: str | None = None      # near-duplicate variants share one (metrics.family_weighted)
+    unscored: str | None = None    # why its speedup stays out of the speed aggregates, if it does
 
     @property
     def id(self) -> str:
@@ -190,9 +195,16 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
         # nothing legal to call, and the item must say so rather than fail every candidate
         raise ProblemError(p, "forbids collectives and p2p, so no candidate can communicate on CPU (gloo): "
                               "add 'no_cpu_candidate: <why>' (non-reference candidates then skip on CPU)")
+    family = data.get("family")
+    if family is not None and (not isinstance(family, str) or not family.replace("_", "").isalnum()
+                               or not family.islower()):
+        raise ProblemError(p, f"field 'family' must be a lower-case name (letters, digits, _), got {family!r}")
+    unscored = data.get("unscored")
+    if unscored is not None and (not isinstance(unscored, str) or not unscored.strip()):
+        raise ProblemError(p, f"field 'unscored' must be a sentence saying why, got {unscored!r}")
     known = {"title", "description", "category", "parallelism", "difficulty", "libraries", "world_sizes",
              "devices", "dtype", "sizes", "forbid", "inplace", "tolerance", "timeout_s", "cpu_note",
-             "no_cpu_candidate", "solutions", "kind", "template", "metric", "build"}
+             "no_cpu_candidate", "solutions", "kind", "template", "metric", "build", "family", "unscored"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ProblemError(p, f"unknown field '{unknown[0]}' (known: {', '.join(sorted(known))})")
@@ -227,7 +239,8 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
                    world_sizes=tuple(sorted(world_sizes)), devices=devices, dtype=dtype, sizes=dict(sizes),
                    forbid=forbid, inplace=inplace, tolerance=tolerance, timeout_s=timeout_s,
                    cpu_note=cpu_note, no_cpu_candidate=no_cpu.strip() if no_cpu else None, solutions=solutions,
-                   kind=kind, metric=metric, template=template, build=build)
+                   kind=kind, metric=metric, template=template, build=build, family=family,
+                   unscored=unscored.strip() if unscored else None)
 
 
 def _solutions(folder: Path, declared: dict, devices: tuple, p: Path) -> dict:

@@ -50,6 +50,7 @@ class Failure(str, enum.Enum):
     UNSAFE = "unsafe"
     EDIT_OUTSIDE_REGION = "edit_outside_region"     # native: a change outside the template's EDIT regions
     FORBIDDEN_CONSTRUCT = "forbidden_construct"     # native: region code reaching outside (header, system(), asm, ...)
+    REFERENCE_COPY = "reference_copy"   # the problem's own reference handed back (candidates/copies.py): no effort
     # not the candidate's (outcome error)
     API_ERROR = "api_error"
     INVALID_PROBLEM = "invalid_problem"

@@ -156,9 +156,11 @@ def _note(i: dict, width: int = 90) -> str:
             return "suspect: faster than the roofline allows"
         # latency/bandwidth problems: their own figure at the last size (GPU runs; CPU times are no speed)
         m = next((s["metric"] for s in reversed(i.get("sizes") or []) if s.get("metric")), None)
+        unscored = "unscored (not in the speed aggregates)" if i.get("unscored") else ""
         if m and i.get("device") == "cuda":
-            return f"{m['name']} {m['candidate']:.3g} {m['unit']} (reference {m['reference']:.3g})"
-        return ""
+            return "; ".join(filter(None, [f"{m['name']} {m['candidate']:.3g} {m['unit']} "
+                                           f"(reference {m['reference']:.3g})", unscored]))
+        return unscored
     text = (i.get("message") or "").strip().splitlines()
     text = text[0] if text else ""
     return text if len(text) <= width else text[:width - 3] + "..."
@@ -191,7 +193,11 @@ def summary_lines(doc: dict) -> list[str]:
         lines = [f"no item ran: {a['skipped']} skipped (reasons below)"]
     elif a.get("gm_speedup") is not None:
         lines.append(f"GM-speedup {a['gm_speedup']:.3f}x   Pass x GM {_fmt(a['pass_x_gm'], '{:.3f}')}   "
-                     f"PASS+Good {_fmt(a['pass_good'], '{:.1%}')}   fast_1 {_fmt(a['fast_p'].get('1.0'), '{:.1%}')}")
+                     f"fast_1 {_fmt(a['fast_p'].get('1.0'), '{:.1%}')}   PASS+Good {_fmt(a['pass_good'], '{:.1%}')}")
+        fam = a.get("family_weighted") or {}
+        if fam.get("families", a["total"]) < a["total"] and fam.get("pass_x_gm") is not None:
+            lines.append(f"each family of variants weighing as one problem ({fam['families']} families): pass rate "
+                         f"{fam['pass_rate']:.1%}, GM-speedup {fam['gm_speedup']:.3f}x, Pass x GM {fam['pass_x_gm']:.3f}")
     elif any(i.get("device") == "cpu" for i in doc["items"]):
         lines.append("speed: none (cpu: not a speed; gloo timings exercise the timing protocol only, so no "
                      "speedup, verdict, GM-speedup, Pass x GM, PASS+Good or fast_p)")
@@ -207,6 +213,12 @@ def summary_lines(doc: dict) -> list[str]:
         lines.append(cost)
     if a.get("roofline_gm") is not None:
         lines.append(f"roofline (GM over passed items) {a['roofline_gm']:.1%}; suspect items: {a['suspect']}")
+    if a.get("unscored"):
+        lines.append(f"unscored: {a['unscored']} item(s) of problems that report latency or bandwidth only "
+                     "(in the pass rate, outside every speed aggregate)")
+    if a.get("reference_copies"):
+        lines.append(f"reference copies: {a['reference_copies']} (counted, never passed): candidates that "
+                     "hand back the problem's reference")
     if a.get("failures"):
         lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(a["failures"].items())))
     if a.get("skip_reasons"):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from filelock import FileLock
 
 from . import hardware, launch, metrics, roofline, safety
+from .candidates import copies
 from .gpus import GpuPool
 from .rankserver import RankServer
 from .pkb.checkout import is_pkb
@@ -212,6 +213,10 @@ class KBSession:
             category, message = candidate.failure
             record.update(outcome="failed", failure=category, message=message)
             return record
+        if not candidate.is_reference and problem.kind != "native" and \
+                copies.is_reference_copy(candidate.source, problem.reference_path.read_text()):
+            record.update(outcome="failed", failure="reference_copy", message=copies.MESSAGE)
+            return record
         if not self.settings.allow_multicast and not candidate.is_reference:
             found = safety.scan(candidate.source)   # refused before launch: it never runs here
             if found:
@@ -317,4 +322,5 @@ def base_record(problem: Problem | None, candidate: Candidate | None, nodeid: st
         "parallelism": list(problem.parallelism), "difficulty": problem.difficulty,
         "libraries": list(problem.libraries), "sample": sample,
         "candidate": candidate.record() if candidate else None,
+        "family": problem.family, "unscored": problem.unscored,     # metrics: family weights, speed aggregates
     }

@@ -86,3 +86,38 @@ def test_overhead_table_ends_with_the_median_of_each_phase():
     assert med["launch_s"] == pytest.approx(1.4)            # wall - setup - sizes: 1.4, 1.4, 1.7
     assert overhead.table(doc)[-1].startswith("| **median of 3** | | 4.00 |")
     assert overhead.medians({"items": []}) is None
+
+
+# ---- issue 24: unscored problems and families of variants ----------------------------------------
+def _item(problem, outcome="passed", score=1.0, verdict="on_par", **extra):
+    return {"problem": problem, "outcome": outcome, "score": score if outcome == "passed" else None,
+            "verdict": verdict if outcome == "passed" else None, **extra}
+
+
+def test_an_unscored_item_counts_in_the_pass_rate_and_in_no_speed_aggregate():
+    items = [_item("a", score=2.0, verdict="better"), _item("b", outcome="failed"),
+             _item("fifo", score=0.03, verdict="severely_degraded", unscored="host-polled")]
+    agg = metrics.aggregate(items)
+    assert (agg["total"], agg["passed"], agg["unscored"]) == (3, 2, 1)
+    assert agg["pass_rate"] == pytest.approx(2 / 3)
+    # speed over the two scored items: the 0.03x of the prescribed design does not drag the GM
+    assert agg["gm_speedup"] == pytest.approx(2.0)
+    assert agg["pass_x_gm"] == pytest.approx(0.5 * 2.0)
+    assert agg["pass_good"] == 0.5 and agg["fast_1"] == 0.5 and agg["fast_p"]["0.0"] == 0.5
+    assert metrics.aggregate([_item("fifo", unscored="x")])["gm_speedup"] is None   # nothing scored: no speed
+
+
+def test_each_family_weighs_as_one_problem_in_the_family_weighted_figures():
+    # four all-reduce variants at 1.0x that all pass, and one lone problem that fails
+    items = [_item(f"ar{i}", family="allreduce") for i in range(4)] + [_item("lone", outcome="failed")]
+    agg = metrics.aggregate(items)
+    assert agg["pass_rate"] == pytest.approx(4 / 5)                 # every item weighs one
+    fam = agg["family_weighted"]
+    assert fam["families"] == 2 and fam["pass_rate"] == pytest.approx(1 / 2)    # every family weighs one
+    assert fam["gm_speedup"] == pytest.approx(1.0) and fam["pass_x_gm"] == pytest.approx(0.5)
+    # the scores inside a family share its weight: GM over families of the family's own GM
+    items = [_item("a1", score=4.0, family="a"), _item("a2", score=1.0, family="a"), _item("b", score=1.0)]
+    assert metrics.aggregate(items)["family_weighted"]["gm_speedup"] == pytest.approx(2.0 ** 0.5)
+    assert metrics.breakdowns(items)["family"] == {"a": {"total": 2, "passed": 2, "pass_rate": 1.0,
+                                                         "gm_speedup": 2.0, "pass_x_gm": 2.0, "pass_good": 1.0,
+                                                         "fast_1": 0.5}}

@@ -129,7 +129,7 @@ TYPED = ["pytest_kernelbench/protocol.py", "pytest_kernelbench/metrics.py", "pyt
          "pytest_kernelbench/candidates/cache.py", "pytest_kernelbench/prompt.py", "pytest_kernelbench/fixtures.py",
          "pytest_kernelbench/testcase.py", "pytest_kernelbench/calibrate.py", "pytest_kernelbench/native/scan.py",
          "pytest_kernelbench/cli/main.py", "pytest_kernelbench/cli/plots.py", "pytest_kernelbench/rankserver.py",
-         "pytest_kernelbench/roofline.py", "pytest_kernelbench/keyservice.py",
+         "pytest_kernelbench/roofline.py", "pytest_kernelbench/keyservice.py", "pytest_kernelbench/candidates/copies.py",
          *sorted(str(p.relative_to(REPO)) for p in (REPO / "pytest_kernelbench" / "rank").glob("*.py"))]
 
 

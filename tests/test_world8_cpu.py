@@ -29,14 +29,15 @@ VALID8 = sorted(p.parent.relative_to(PROBLEMS).as_posix() for p in PROBLEMS.glob
 THROUGH_PLUGIN = ("collective/ulysses_seq_to_heads", "ep/moe_ep_dp_hybrid", "p2p/pp_tp_handoff")
 
 
-def run_pool(out: Path, root: Path, problems: list[str], timeout: float = 300) -> tuple[subprocess.CompletedProcess, dict, list[str]]:
+def run_pool(out: Path, root: Path, problems: list[str], timeout: float = 300,
+             world: int = WORLD) -> tuple[subprocess.CompletedProcess, dict, list[str]]:
     """(process, {problem: [record of each rank]}, [error report of each failed rank])."""
     out.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                                            "MASTER_PORT", "PYTEST_ADDOPTS")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     # its own session: on a timeout the whole group goes (the forked ranks too)
-    proc = subprocess.Popen([sys.executable, str(POOL), str(out), str(WORLD), str(root), *problems],
+    proc = subprocess.Popen([sys.executable, str(POOL), str(out), str(world), str(root), *problems],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
     try:
         stdout, stderr = proc.communicate(timeout=timeout)

@@ -12,7 +12,7 @@ from .reports import Board, Entry
 
 NA = "n/a"        # a speed figure of an entry that measured no speed: never shown as 0 or 1
 BREAKDOWN_TITLES = {"category": "category", "parallelism": "parallelism", "difficulty": "difficulty",
-                    "libraries": "library"}
+                    "libraries": "library", "family": "family of variants"}
 
 
 @dataclass

@@ -4,5 +4,5 @@ import torch.distributed as dist
 
 def solution(x: torch.Tensor) -> torch.Tensor:
     out = x.clone()
-    dist.all_reduce(out)
+    dist.all_reduce(out, op=dist.ReduceOp.SUM)
     return out

@@ -1,4 +1,4 @@
-// One-shot all-reduce over CUDA IPC, from scratch (problems/collective/ipc_one_shot_allreduce_hard).
+// All-reduce over CUDA IPC, from scratch, any algorithm (problems/collective/ipc_one_shot_allreduce_hard).
 // Every rank allocated a buffer that the harness mapped into every other rank with CUDA IPC. What
 // lives in it, how the ranks meet, the kernel and its launch are yours.
 #include <cuda_bf16.h>

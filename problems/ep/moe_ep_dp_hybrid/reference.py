@@ -28,17 +28,17 @@ def solution(tokens: torch.Tensor, expert_grad: torch.Tensor, dense_grad: torch.
     ep = world // dp
     ep_group, dp_group = _groups(world, ep)
 
-    # expert dispatch within the EP group (fixed capacity: chunk j goes to EP peer j)
+    # the three exchanges run on three communicators: issued together, they overlap
     recv = torch.empty_like(tokens)
-    dist.all_to_all_single(recv, tokens, group=ep_group)
-
-    # expert gradients are replicated across the DP group only
     expert_avg = expert_grad.clone()
-    dist.all_reduce(expert_avg, group=dp_group)
-    expert_avg.div_(dp)
-
-    # dense (non-expert) gradients are replicated on every rank
     dense_avg = dense_grad.clone()
-    dist.all_reduce(dense_avg)
+    works = [
+        dist.all_to_all_single(recv, tokens, group=ep_group, async_op=True),   # expert dispatch (EP group)
+        dist.all_reduce(expert_avg, group=dp_group, async_op=True),             # experts: replicated over DP
+        dist.all_reduce(dense_avg, async_op=True),                               # dense: replicated everywhere
+    ]
+    for work in works:
+        work.wait()
+    expert_avg.div_(dp)
     dense_avg.div_(world)
     return recv, expert_avg, dense_avg

@@ -16,9 +16,10 @@ def cost(size, world_size, dtype):
     m, n, k, w = size["m"], size["n"], size["k"], world_size
     kl = k // w
     return {
-        # fp32 partial products of the other ranks' rows go to their owners
-        "link_bytes": (w - 1) / w * m * n * 4,
-        # read a and b; W fp32 partial tiles of this rank's rows land here and are read back; write the output
-        "hbm_bytes": (m * kl + kl * n) * e + 2 * m * n * 4 + m // w * n * e,
+        # partial products of the other ranks' rows go to their owners; bfloat16 partials are
+        # allowed (the reference rounds its own to bfloat16), so that is the bound
+        "link_bytes": (w - 1) / w * m * n * e,
+        # read a and b; W partial tiles of this rank's rows land here and are read back; write the output
+        "hbm_bytes": (m * kl + kl * n) * e + 2 * m * n * e + m // w * n * e,
         "flops": 2 * m * kl * n + (w - 1) * (m // w) * n,
     }

@@ -17,10 +17,14 @@ def inputs(size, rank, world_size, gen, device, dtype):
 def cost(size, world_size, dtype):
     n, b, w = size["numel"], size["block"], world_size
     q_bytes = n + 4 * n // b          # int8 payload + float32 scales
+    # the cheaper of the two legal ways to move the data: all-gather the quantized blocks (W-1
+    # copies of q_bytes leave), or all-to-all the quantized chunks to their owners, who sum them
+    # in float32 and all-gather the sums ((W-1)/W of q_bytes, then of the 4n bytes of float32)
+    gather, owners = (w - 1) * q_bytes, (w - 1) / w * (q_bytes + 4 * n)
     return {
-        # the quantized blocks of this rank reach every peer (the reference all-gathers them)
-        "link_bytes": (w - 1) * q_bytes,
-        # read the gradient, read the W quantized copies, write the result
-        "hbm_bytes": 4 * n + w * q_bytes + 4 * n,
-        "flops": 3 * n + 2 * w * n,
+        "link_bytes": min(gather, owners),
+        "hbm_bytes": 4 * n + 4 * n,                    # read the gradient, write the result, at least
+        # quantize (abs, max, divide) every element; dequantize and add the W contributions of
+        # this rank's 1/W of the elements at least (the owners' way)
+        "flops": 3 * n + 2 * n,
     }

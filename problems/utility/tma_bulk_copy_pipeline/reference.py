@@ -2,4 +2,6 @@ import torch
 
 
 def solution(x: torch.Tensor) -> torch.Tensor:
-    return x * x + x
+    # y = x * x + x as one fused elementwise kernel (addcmul: x + 1 * x * x): one read of x, one
+    # write of y, as the TMA pipeline does
+    return torch.addcmul(x, x, x)
