@@ -3,7 +3,7 @@ import torch.distributed as dist
 
 
 def solution(weights: torch.Tensor, old_placement: torch.Tensor, new_placement: torch.Tensor) -> torch.Tensor:
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     slots_per_rank = weights.shape[0]
     # every rank knows both placements: where each expert sits now, and for every new slot the
     # old slot that holds its expert (a few hundred integers, read on the host)
