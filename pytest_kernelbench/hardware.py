@@ -157,7 +157,7 @@ def toolchain() -> dict:
 
 
 def versions() -> dict:
-    v = {"python": platform.python_version()}
+    v: dict[str, str | None] = {"python": platform.python_version()}
     try:
         import torch
         v["torch"] = torch.__version__
