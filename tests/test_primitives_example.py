@@ -55,7 +55,8 @@ def test_binding_compiles_against_the_installed_torch_headers(tmp_path):
     from torch.utils.cpp_extension import include_paths
     src = tmp_path / "binding.cpp"     # what load_inline makes of cpp_sources + functions=[...]
     src.write_text("#include <torch/extension.h>\n" + _string_constant("CPP_SRC") +
-                   '\nPYBIND11_MODULE(example, m) { m.def("add_neighbour", &add_neighbour); }\n')
+                   '\nPYBIND11_MODULE(example, m) {\n'
+                   'm.def("add_neighbour", torch::wrap_pybind_function(add_neighbour), "add_neighbour");\n}\n')
     includes = [f"-I{p}" for p in [*include_paths(), sysconfig.get_paths()["include"]]]
     proc = subprocess.run(["g++", "-std=c++17", "-w", "-fsyntax-only", *includes, str(src)],
                           capture_output=True, text=True, timeout=600)
