@@ -100,7 +100,7 @@ def run(nproc: int = 1, out_dir: Path | None = None, timeout_s: float = 900) -> 
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
         cmd = [sys.executable, "-m", "pytest", "-p", "pytest_kernelbench.plugin", "-p", "no:cacheprovider", "-q",
                "-rA", str(problems), f"--kb-solutions={solutions}", f"--kb-nproc={nproc}", "--kb-device=cuda",
-               f"--kb-report={report}"]
+               "--kb-sizes=tiny,odd,small,medium", f"--kb-report={report}"]
         t0 = time.monotonic()
         proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout_s, env=env)
         doc = json.loads(report.read_text()) if report.exists() else {}

@@ -70,12 +70,12 @@ def parameters(problem: Problem) -> tuple[list[str], str | None]:
 
 
 def has_own_check(problem: Problem) -> bool:
-    """Whether harness.py defines check(): its comparison replaces allclose (read as text, never run)."""
+    """Whether harness.py defines check(): its comparison replaces allclose (parsed, never run)."""
+    from .problem import ProblemError, harness_functions
     try:
-        tree = ast.parse(problem.harness_path.read_text())
-    except (OSError, SyntaxError):
+        return "check" in harness_functions(problem.harness_path)
+    except (OSError, ProblemError):
         return False
-    return any(isinstance(n, ast.FunctionDef) and n.name == "check" for n in tree.body)
 
 
 def forbid_text(problem: Problem) -> str:
