@@ -239,3 +239,36 @@ def test_prompt_samples_match_the_code(capsys):
     assert rc == 0, capsys.readouterr().out[-6000:]
     assert {p.name for p in (REPO / "docs/prompts").glob("*.md")} >= set(gen_prompt_samples.SAMPLES)
     assert Path(gen_prompt_samples.OUT) == REPO / "docs" / "prompts"
+
+
+# ---- where the hardware facts come from --------------------------------------------------------------
+def _cuda_h() -> Path | None:
+    import shutil
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return None
+    for cand in (Path(nvcc).resolve().parent.parent / "include" / "cuda.h",
+                 *sorted(Path("/usr/local").glob("cuda*/include/cuda.h"))):
+        if cand.is_file():
+            return cand
+    return None
+
+
+@pytest.mark.skipif(_cuda_h() is None, reason="no CUDA toolkit headers")
+def test_device_attribute_numbers_are_cuda_hs():
+    from pytest_kernelbench import hardware
+    names = {"cc_major": "COMPUTE_CAPABILITY_MAJOR", "cc_minor": "COMPUTE_CAPABILITY_MINOR",
+             "sm_count": "MULTIPROCESSOR_COUNT", "l2_bytes": "L2_CACHE_SIZE",
+             "smem_per_sm": "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", "smem_per_block": "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+             "regs_per_sm": "MAX_REGISTERS_PER_MULTIPROCESSOR", "regs_per_block": "MAX_REGISTERS_PER_BLOCK",
+             "clock_khz": "CLOCK_RATE"}
+    header = _cuda_h().read_text()
+    for key, name in names.items():
+        m = re.search(rf"CU_DEVICE_ATTRIBUTE_{name}\s*=\s*(\d+)", header)
+        assert m and int(m.group(1)) == hardware.DEVICE_ATTRIBUTES[key], key
+
+
+@pytest.mark.skipif(_cuda_h() is None, reason="nvcc is not installed")
+def test_toolchain_reads_the_nvcc_version():
+    from pytest_kernelbench import hardware
+    assert re.fullmatch(r"\d+\.\d+\.\d+", hardware.toolchain()["nvcc"] or "")
