@@ -23,6 +23,29 @@ PUBLISHED = {
 }
 
 
+# Published per-model facts a kernel writer plans with (vendor datasheets and CUDA programming
+# guide, SXM parts): compute capability, SMs, L2, shared memory, registers, and dense tensor-core
+# throughput by dtype in FLOP/s (int8 in OP/s). The driver's own figures (device_facts()) win
+# wherever a GPU is there to ask; these stand in for recorded machine facts that lack them.
+DEVICE_FACTS = {
+    "H200": {"compute_capability": "9.0", "sm_count": 132, "l2_bytes": 50 << 20, "smem_per_sm": 228 << 10,
+             "smem_per_block": 227 << 10, "regs_per_sm": 65536, "regs_per_block": 65536,
+             "tensor_flops": {"fp64": 67e12, "tf32": 495e12, "bf16": 989e12, "fp16": 989e12, "fp8": 1979e12,
+                              "int8": 1979e12}},
+    "H100": {"compute_capability": "9.0", "sm_count": 132, "l2_bytes": 50 << 20, "smem_per_sm": 228 << 10,
+             "smem_per_block": 227 << 10, "regs_per_sm": 65536, "regs_per_block": 65536,
+             "tensor_flops": {"fp64": 67e12, "tf32": 495e12, "bf16": 989e12, "fp16": 989e12, "fp8": 1979e12,
+                              "int8": 1979e12}},
+    "B200": {"compute_capability": "10.0", "sm_count": 148, "smem_per_sm": 228 << 10, "smem_per_block": 227 << 10,
+             "regs_per_sm": 65536, "regs_per_block": 65536,
+             "tensor_flops": {"fp64": 37e12, "tf32": 1125e12, "bf16": 2250e12, "fp16": 2250e12, "fp8": 4500e12,
+                              "fp4": 9000e12}},
+    "A100": {"compute_capability": "8.0", "sm_count": 108, "l2_bytes": 40 << 20, "smem_per_sm": 164 << 10,
+             "smem_per_block": 163 << 10, "regs_per_sm": 65536, "regs_per_block": 65536,
+             "tensor_flops": {"fp64": 19.5e12, "tf32": 156e12, "bf16": 312e12, "fp16": 312e12, "int8": 624e12}},
+}
+
+
 def _run(cmd: list[str], timeout: float = 20.0) -> str:
     if not shutil.which(cmd[0]):
         return ""
@@ -73,8 +96,68 @@ def published_ceilings(gpu_name: str) -> dict:
     return {}
 
 
+def published_device_facts(gpu_name: str) -> dict:
+    for key, facts in DEVICE_FACTS.items():
+        if key in (gpu_name or "").upper():
+            return {**facts, "source": f"published {key}"}
+    return {}
+
+
+# What the driver says about GPU 0 (cuda.h CUdevice_attribute numbers). cuInit creates no context;
+# it runs in a subprocess anyway, so this process never loads the driver.
+DEVICE_ATTRIBUTES = {"cc_major": 75, "cc_minor": 76, "sm_count": 16, "l2_bytes": 38, "smem_per_sm": 81,
+                     "smem_per_block": 97, "regs_per_sm": 82, "regs_per_block": 12, "clock_khz": 13}
+_DEVICE_PROBE = """
+import ctypes, json, sys
+cu = ctypes.CDLL("libcuda.so.1")
+if cu.cuInit(0) != 0:
+    sys.exit(1)
+out = {}
+for name, attr in json.loads(sys.argv[1]).items():
+    v = ctypes.c_int(0)
+    if cu.cuDeviceGetAttribute(ctypes.byref(v), attr, 0) == 0:
+        out[name] = v.value
+print(json.dumps(out))
+"""
+
+
+def device_facts() -> dict:
+    """GPU 0's compute capability, SMs, L2, shared memory and registers from the driver ({} without
+    a GPU or a driver)."""
+    import sys
+    try:
+        out = subprocess.run([sys.executable, "-c", _DEVICE_PROBE, json.dumps(DEVICE_ATTRIBUTES)],
+                             capture_output=True, text=True, timeout=60)
+        raw = json.loads(out.stdout) if out.returncode == 0 else {}
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return {}
+    facts = {k: v for k, v in raw.items() if k not in ("cc_major", "cc_minor")}
+    if "cc_major" in raw and "cc_minor" in raw:
+        facts["compute_capability"] = f"{raw['cc_major']}.{raw['cc_minor']}"
+    return {**facts, "source": "driver"} if facts else {}
+
+
+def toolchain() -> dict:
+    """The compilers a candidate builds with: nvcc (as torch's cpp_extension finds it) and Triton."""
+    out: dict = {"nvcc": None, "triton": None}
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    nvcc = os.path.join(home, "bin", "nvcc") if home and os.path.exists(os.path.join(home, "bin", "nvcc")) else "nvcc"
+    for line in _run([nvcc, "--version"]).splitlines():
+        if "release" in line:       # "Cuda compilation tools, release 13.0, V13.0.88"
+            out["nvcc"] = line.rsplit(",", 1)[-1].strip().lstrip("V")
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            out["triton"] = version("triton")
+        except PackageNotFoundError:
+            pass
+    except ImportError:
+        pass
+    return out
+
+
 def versions() -> dict:
-    v = {"python": platform.python_version()}
+    v: dict[str, str | None] = {"python": platform.python_version()}
     try:
         import torch
         v["torch"] = torch.__version__
@@ -102,6 +185,8 @@ def machine_info() -> dict:
         info["multicast"] = {k: os.environ.get(k) for k in
                              ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")}
         info["ceilings"] = published_ceilings(g[0]["name"])
+        info["device"] = device_facts()      # the prompt fills what is missing from DEVICE_FACTS
+        info.update(toolchain())
     else:
         info["ceilings"] = {}
     # plain JSON types only: the controller ships this to xdist workers

@@ -1,9 +1,12 @@
 """The text a model sees: the task, the reference, the exact contract, the hardware as it is, the
-output format; and, for refinement rounds, what went wrong last time.
+output format; and, for refinement rounds, what went wrong last time (feedback.py).
 
 The hidden harness never appears: input shapes come from problem.yaml's sizes and a structural
 probe (pytest_kernelbench.shapes, run in another process), and failure excerpts drop any line
-of harness.py. The words live in templates/*.md; this module only fills them in.
+of harness.py. The words live in templates/*.md; this module only fills them in. Every rule the
+harness enforces on an honest answer is stated here (calls, streams, global torch state, the
+comparison, forbidden families, the multicast rule), and the multicast rule in words that the
+multicast scan (safety.py) does not itself refuse.
 """
 from __future__ import annotations
 
@@ -15,18 +18,21 @@ from pathlib import Path
 from string import Template
 from typing import TYPE_CHECKING
 
-from . import shapes
+from . import hardware, shapes
+from .feedback import HIDDEN_LINE, body, goal, harness_lines, needs_refinement, redact
+from .protocol import JobSpec
 
 if TYPE_CHECKING:
     from .problem import Problem
     from .session import Placement
 
+__all__ = ["HIDDEN_LINE", "harness_lines", "needs_refinement", "redact", "messages", "refine_messages", "feedback",
+           "task_text", "hardware_text", "render", "digest"]
+
 TEMPLATES = Path(__file__).parent / "templates"
-EXCERPT_LINES = 30         # lines of a failure message shown to the model
-EXCERPT_CHARS = 2500       # and characters
-LOG_LINES = 25             # lines of the job's log tail (crash, runtime error, compile error, timeout)
-HIDDEN_LINE = "[a line of the hidden test harness was removed]"
+PRIMITIVES_EXAMPLE = TEMPLATES / "primitives_example.py"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")   # nvidia-smi underlines the header of `topo -m`
+DEFAULT_DEADLINE_S = 300.0                    # session.DEFAULT_TIMEOUT_S (not imported: session pulls launch)
 
 
 def template(name: str) -> Template:
@@ -38,14 +44,38 @@ def fill(name: str, **values: object) -> str:
 
 
 # ---- pieces of the contract -----------------------------------------------------------------------
+def _solution_def(problem: Problem) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    for node in ast.parse(problem.reference_path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "solution":
+            return node
+    return None
+
+
 def signature(problem: Problem) -> str:
     """`def solution(x: torch.Tensor) -> torch.Tensor` as written in reference.py."""
-    tree = ast.parse(problem.reference_path.read_text())
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "solution":
-            ret = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
-            return f"def solution({ast.unparse(node.args)}){ret}: ..."
-    return "def solution(*inputs): ..."
+    node = _solution_def(problem)
+    if node is None:
+        return "def solution(*inputs): ..."
+    ret = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
+    return f"def solution({ast.unparse(node.args)}){ret}: ..."
+
+
+def parameters(problem: Problem) -> tuple[list[str], str | None]:
+    """(positional parameter names, *args name or None) of the reference's solution()."""
+    node = _solution_def(problem)
+    if node is None:
+        return [], "inputs"
+    a = node.args
+    return [p.arg for p in (*a.posonlyargs, *a.args)], (a.vararg.arg if a.vararg else None)
+
+
+def has_own_check(problem: Problem) -> bool:
+    """Whether harness.py defines check(): its comparison replaces allclose (parsed, never run)."""
+    from .problem import ProblemError, harness_functions
+    try:
+        return "check" in harness_functions(problem.harness_path)
+    except (OSError, ProblemError):
+        return False
 
 
 def forbid_text(problem: Problem) -> str:
@@ -76,81 +106,182 @@ def inplace_text(problem: Problem) -> str:
             "outputs must be new tensors, never views of an input.")
 
 
-def _gb(x: float | None) -> str:
-    return f"{x / 1e9:.0f} GB/s" if x else "unknown"
+def correctness_text(problem: Problem) -> str:
+    tol = problem.tolerance
+    name = "correctness_own.md" if has_own_check(problem) else "correctness_allclose.md"
+    inplace = "" if problem.kind == "native" else inplace_text(problem)   # a template's entry point says it
+    return fill(name, atol=tol.get("atol"), rtol=tol.get("rtol"), inplace_text=inplace)
+
+
+def _seconds(s: float) -> str:
+    return f"{s / 60:g} min" if s >= 120 and s % 60 == 0 else f"{s:g} s"
+
+
+def calls_text(problem: Problem, placement: Placement, compile_budget_s: float | None, deadline_s: float | None) -> str:
+    if problem.kind == "native":
+        setup, loading = "work done once per size, e.g. scratch buffers or tables", "Loading your library"
+    elif placement.device == "cuda":
+        setup, loading = ("JIT builds, buffers, symmetric-memory rendezvous, exchanging handles",
+                          "Importing your module")
+    else:
+        setup, loading = "allocating buffers, exchanging handles", "Importing your module"
+    return fill("calls.md", setup_examples=setup, loading=loading,
+                compile_budget=_seconds(compile_budget_s or JobSpec.compile_timeout_s),
+                deadline=_seconds(deadline_s or problem.timeout_s or DEFAULT_DEADLINE_S))
+
+
+# ---- the hardware as a kernel writer plans with it -----------------------------------------------
+def _gb(x: float | None) -> str | None:
+    return f"{x / 1e9:.0f} GB/s" if x else None
+
+
+def _tf(x: float | None) -> str | None:
+    return f"{x / 1e12:.0f} TFLOP/s" if x else None
+
+
+def _both(published: str | None, measured: str | None, how: str = "") -> str:
+    parts = [f"{published} published" if published else None, f"{measured} measured{how}" if measured else None]
+    return ", ".join(p for p in parts if p) or "unknown"
+
+
+def _kib(b: float) -> str:
+    return f"{b / 2**20:g} MiB" if b >= 2**20 else f"{b / 2**10:g} KiB"
+
+
+def device_text(model: str, probed: dict) -> str:
+    pub = hardware.published_device_facts(model)
+    facts = {**pub, **{k: v for k, v in (probed or {}).items() if v is not None}}
+    parts = []
+    if facts.get("compute_capability"):
+        parts.append(f"compute capability {facts['compute_capability']} "
+                     f"(sm_{facts['compute_capability'].replace('.', '')})")
+    if facts.get("sm_count"):
+        parts.append(f"{facts['sm_count']} SMs")
+    if facts.get("l2_bytes"):
+        parts.append(f"{_kib(facts['l2_bytes'])} L2")
+    if facts.get("smem_per_sm"):
+        per_block = f" (up to {_kib(facts['smem_per_block'])} per block)" if facts.get("smem_per_block") else ""
+        parts.append(f"{_kib(facts['smem_per_sm'])} shared memory per SM{per_block}")
+    if facts.get("regs_per_sm"):
+        parts.append(f"{facts['regs_per_sm']} 32-bit registers per SM")
+    if not parts:
+        return "details unknown"
+    source = "from the driver" if (probed or {}).get("source") == "driver" else facts.get("source", "")
+    return ", ".join(parts) + (f" ({source.replace('published', 'published figures for')})" if source else "")
+
+
+def tensor_text(model: str) -> str:
+    flops = hardware.published_device_facts(model).get("tensor_flops") or {}
+    if not flops:
+        return "unknown"
+    tf = [f"{k} {v / 1e12:g}" for k, v in flops.items() if k != "int8"]
+    text = ", ".join(tf) + " TFLOP/s"
+    if "int8" in flops:
+        text += f", int8 {flops['int8'] / 1e12:g} TOPS"
+    return text + " (published)"
+
+
+def topology_text(topology: str | None) -> str:
+    """The GPU-to-GPU part of `nvidia-smi topo -m`: one sentence when every pair is linked alike,
+    else the matrix (NICs, CPU affinity and the legend dropped)."""
+    rows = [[c.strip() for c in ln.split("\t")] for ln in ANSI.sub("", topology or "").splitlines()]
+    gpu = re.compile(r"GPU\d+")
+    header = next((r for r in rows if len(r) > 1 and any(gpu.fullmatch(c) for c in r)
+                   and not (gpu.fullmatch(r[0]) and r[1] in ("X", ""))), None)
+    if header is None:
+        return "(not available)"
+    cells = [c for c in header if c]                    # column names; a data row starts with its own
+    cols = [i for i, c in enumerate(cells) if gpu.fullmatch(c)]
+    matrix = [[r[0]] + [r[1 + i] if 1 + i < len(r) else "?" for i in cols]
+              for r in rows if r is not header and r and gpu.fullmatch(r[0])]
+    if not matrix:
+        return "(not available)"
+    names = [cells[i] for i in cols]
+    links = {c for row in matrix for name, c in zip(names, row[1:]) if name != row[0]}
+    if len(matrix) == 1:
+        return "one GPU (no peer)."
+    if len(links) == 1:
+        kind = next(iter(links))
+        nv = re.fullmatch(r"NV(\d+)", kind)
+        what = f"{nv.group(1)} bonded NVLinks" if nv else f"`{kind}`"
+        return f"every pair of the {len(matrix)} GPUs is directly connected by {what} (`{kind}` in `nvidia-smi topo -m`)."
+    table = ["      " + "  ".join(f"{n:>5}" for n in names)] + \
+            [f"{row[0]:<6}" + "  ".join(f"{c:>5}" for c in row[1:]) for row in matrix]
+    legend = "NV# = # bonded NVLinks; PIX/PXB/PHB/NODE/SYS = PCIe paths, nearest to farthest"
+    return "`nvidia-smi topo -m` (" + legend + "):\n\n```\n" + "\n".join(table) + "\n```"
 
 
 def hardware_text(machine: dict, placement: Placement, problem: Problem) -> str:
     m = machine or {}
     if placement.device == "cuda" and m.get("gpu_count"):
+        model = m.get("gpu_model") or ""
+        pub, meas = hardware.published_ceilings(model), m.get("calibration") or {}
         c = m.get("ceilings") or {}
-        gpus = m.get("gpus") or [{}]
-        mem = gpus[0].get("memory_mib")
-        env = {k: v for k, v in (m.get("multicast") or {}).items() if v is not None}
-        env_text = (" (" + ", ".join(f"{k}={v}" for k, v in sorted(env.items())) + ")") if env else ""
-        return fill("hardware_cuda.md", gpu_count=m.get("gpu_count"), gpu_model=m.get("gpu_model"),
+        lat = meas.get("latency_s") or (c.get("latency_s") if "latency_s measured" in str(c.get("source")) else None)
+        mem = (m.get("gpus") or [{}])[0].get("memory_mib")
+        software = [f"CUDA {m['cuda']}" if m.get("cuda") else None, f"nvcc {m['nvcc']}" if m.get("nvcc") else None,
+                    f"PyTorch {m['torch']}" if m.get("torch") else None,
+                    f"Triton {m['triton']}" if m.get("triton") else None, f"NCCL {m['nccl']}" if m.get("nccl") else None,
+                    f"Python {m['python']}" if m.get("python") else None]
+        return fill("hardware_cuda.md", gpu_count=m.get("gpu_count"), gpu_model=model,
                     gpu_memory=f"{mem / 1024:.0f} GiB" if mem else "unknown memory", driver=m.get("driver"),
-                    world_size=placement.world_size,
-                    topology=ANSI.sub("", m.get("topology") or "(not available)").strip(),
-                    link_bw=f"{_gb(c.get('link_bw'))} per direction",
-                    ceilings_source="source: " + str(c.get("source", "none")),
-                    hbm_bw=_gb(c.get("hbm_bw")),
-                    peak_flops=f"{c['peak_flops'] / 1e12:.0f} TFLOP/s" if c.get("peak_flops") else "unknown",
-                    multicast_env=env_text, cuda=m.get("cuda"), torch=m.get("torch"), nccl=m.get("nccl"),
-                    python=m.get("python"))
+                    world_size=placement.world_size, device=device_text(model, m.get("device") or {}),
+                    tensor=tensor_text(model) + (f"; dense bf16 matmul measured at {_tf(meas['peak_flops'])}"
+                                                 if meas.get("peak_flops") else ""),
+                    links=topology_text(m.get("topology")),
+                    link_bw=_both(_gb(pub.get("link_bw")), _gb(meas.get("link_bw")),
+                                  " (an SM-driven kernel pulling from every peer at once)"),
+                    hbm_bw=_both(_gb(pub.get("hbm_bw")), _gb(meas.get("hbm_bw"))),
+                    latency=f"{lat * 1e6:.1f} us measured" if lat else "not measured on this machine",
+                    software=", ".join(s for s in software if s))
     return fill("hardware_cpu.md", cpu=m.get("cpu") or "unknown CPU", cpu_count=m.get("cpu_count"),
                 world_size=placement.world_size, torch=m.get("torch"), python=m.get("python"),
-                platform=m.get("platform"), transports=cpu_transports(problem))
+                transports=cpu_transports(problem))
+
+
+def primitives_text(placement: Placement) -> str:
+    """The tested primitives example, for GPU prompts of rewrite problems."""
+    if placement.device != "cuda":
+        return ""
+    return "\n" + fill("primitives.md", example=PRIMITIVES_EXAMPLE.read_text().strip()) + "\n"
 
 
 # ---- the prompt --------------------------------------------------------------------------------------
-def task_text(problem: Problem, placement: Placement, machine: dict, probed: dict | None) -> str:
-    tol = problem.tolerance
+def inputs_text(problem: Problem, placement: Placement, probed: dict | None) -> str:
+    names, varargs = parameters(problem)
+    return shapes.describe(probed, problem, placement.world_size, placement.sizes, names=names, varargs=varargs)
+
+
+def task_text(problem: Problem, placement: Placement, machine: dict, probed: dict | None,
+              compile_budget_s: float | None = None, deadline_s: float | None = None) -> str:
+    cuda = placement.device == "cuda"
     return fill(
         "task.md", title=problem.title, problem_id=problem.id, description=problem.description.strip(),
         reference=problem.reference_path.read_text().strip(), signature=signature(problem),
-        ranks_text="one GPU per rank" if placement.device == "cuda" else "one CPU process per rank",
-        backend="nccl" if placement.device == "cuda" else "gloo",
+        ranks_text="one GPU per rank" if cuda else "one CPU process per rank",
+        backend="nccl" if cuda else "gloo",
         world_size=placement.world_size, world_sizes=", ".join(map(str, problem.world_sizes)),
-        dtype=problem.dtype, inputs=shapes.describe(probed, problem, placement.world_size, placement.sizes),
-        atol=tol.get("atol"), rtol=tol.get("rtol"), inplace_text=inplace_text(problem),
-        forbid_text=forbid_text(problem), hardware=hardware_text(machine, placement, problem))
+        dtype=problem.dtype, inputs=inputs_text(problem, placement, probed),
+        calls_text=calls_text(problem, placement, compile_budget_s, deadline_s),
+        returning_text=fill("returning_cuda.md" if cuda else "returning_cpu.md"),
+        correctness_text=correctness_text(problem), forbid_text=forbid_text(problem),
+        hardware=hardware_text(machine, placement, problem), primitives=primitives_text(placement))
 
 
-def messages(problem: Problem, placement: Placement, machine: dict, probed: dict | None) -> list[dict]:
-    """The first round's chat: a system message and the task."""
+def messages(problem: Problem, placement: Placement, machine: dict, probed: dict | None,
+             compile_budget_s: float | None = None, deadline_s: float | None = None) -> list[dict]:
+    """The first round's chat: a system message and the task. compile_budget_s / deadline_s: the
+    run's --kb-compile-timeout and the item's deadline (default: the protocol's and problem.yaml's)."""
     if problem.kind == "native":
         from .native.prompt import native_task_text
         return [{"role": "system", "content": fill("system_native.md")},
-                {"role": "user", "content": native_task_text(problem, placement, machine, probed)}]
+                {"role": "user", "content": native_task_text(problem, placement, machine, probed,
+                                                             compile_budget_s, deadline_s)}]
     return [{"role": "system", "content": fill("system.md")},
-            {"role": "user", "content": task_text(problem, placement, machine, probed)}]
+            {"role": "user", "content": task_text(problem, placement, machine, probed, compile_budget_s, deadline_s)}]
 
 
-def refine_messages(first: list[dict], history: list[tuple[str, dict]], harness_text: str = "",
-                    device: str = "cuda", native: Problem | None = None) -> list[dict]:
-    """Round r's chat: the first round's, then for every earlier round the code it produced (as the
-    assistant's turn) and what happened to it. history: [(code or answer text, record), ...]."""
-    out = list(first)
-    for i, (code, record) in enumerate(history, start=1):
-        if record.get("failure") == "no_code":     # the answer itself (clipped): there was no code
-            content = (code or "").strip() or "(an empty answer)"
-        else:
-            content = f"```{lang_of(native)}\n{(code or '').strip()}\n```"
-        out.append({"role": "assistant", "content": content})
-        out.append({"role": "user", "content": feedback(record, i, harness_text, device, native)})
-    return out
-
-
-def needs_refinement(record: dict, device: str) -> bool:
-    """A round is refined when it failed, or passed slower than the reference on a GPU (CPU times
-    are gloo, not speed, so a passing CPU round is final)."""
-    if record.get("outcome") != "passed":
-        return record.get("outcome") == "failed"
-    score = record.get("score")
-    return device == "cuda" and score is not None and score < 1.0
-
-
+# ---- refinement rounds -----------------------------------------------------------------------------
 def lang_of(native: Problem | None) -> str:
     """The code fence of a problem's candidates: python, or the native template's language."""
     if native is None:
@@ -158,95 +289,36 @@ def lang_of(native: Problem | None) -> str:
     return "cuda" if str(native.template).endswith(".cu") else "cpp"
 
 
-def feedback(record: dict, round_no: int, harness_text: str = "", device: str = "cuda",
-             native: Problem | None = None) -> str:
-    outcome = record.get("outcome")
-    failure = record.get("failure")
-    if outcome == "passed":
-        head = f"Correct at every size and trial, but {_speed_verdict(record)}."
-        goal = "keep it correct and make it faster than the reference."
-    else:
-        head = f"Failed: {failure}."
-        goal = "fix the failure (the module must be correct at every size, trial and rank)."
-    parts = []
-    msg = (record.get("message") or "").strip()
-    if msg:
-        parts.append("What the harness reported:\n```\n" + _clip(msg, EXCERPT_LINES, EXCERPT_CHARS) + "\n```")
-    tail = record.get("log_tail")
-    if tail and failure in ("crash", "runtime_error", "compile_error", "timeout"):
-        lines = [ln for ln in tail.strip().splitlines() if ln.strip()][-LOG_LINES:]
-        parts.append("Last lines of the job's log:\n```\n" + _clip("\n".join(lines), LOG_LINES, EXCERPT_CHARS) + "\n```")
-    timing = _timing_lines(record)
-    if timing:
-        parts.append("Measured per size (median time per call, slowest rank):\n" + "\n".join(timing))
-    warnings = record.get("warnings") or []
-    if warnings:
-        parts.append("Warnings:\n" + "\n".join(f"- {w}" for w in warnings[:8]))
-    excerpt = redact("\n\n".join(parts), harness_text)
-    if native is not None:
-        return fill("refine_native.md", round=round_no, outcome=head, excerpt=excerpt, goal=goal, lang=lang_of(native))
-    return fill("refine.md", round=round_no, outcome=head, excerpt=excerpt, goal=goal)
-
-
-def _speed_verdict(record: dict) -> str:
-    score = record.get("score")
-    if score is None:
-        return "its speed was not measured"
-    return f"{score:.2f}x the reference's speed (geometric mean over sizes), slower than the reference"
-
-
-def _timing_lines(record: dict) -> list[str]:
-    lines = []
-    for s in record.get("sizes") or []:
-        t = s.get("timing") or {}
-        ref, cand = (t.get("reference") or {}).get("median_s"), (t.get("candidate") or {}).get("median_s")
-        if ref is None or cand is None:
-            continue
-        sp = s.get("speedup")
-        roof = (s.get("roofline") or {}).get("candidate")
-        extra = f", {roof:.0%} of the roofline" if roof else ""
-        lines.append(f"- size {s.get('name')}: reference {_t(ref)}, yours {_t(cand)}, speedup "
-                     f"{sp:.2f}x{extra}" if sp else f"- size {s.get('name')}: reference {_t(ref)}, yours {_t(cand)}")
-    return lines
-
-
-def _t(seconds: float) -> str:
-    return f"{seconds * 1e6:.1f} us" if seconds < 1e-3 else f"{seconds * 1e3:.3f} ms"
-
-
-def _clip(text: str, max_lines: int, max_chars: int) -> str:
-    lines = text.splitlines()
-    cut = len(lines) > max_lines
-    text = "\n".join(lines[:max_lines])
-    if len(text) > max_chars:
-        text, cut = text[:max_chars], True
-    return text + ("\n[... truncated]" if cut else "")
-
-
-def harness_lines(harness_text: str, min_len: int = 12) -> set[str]:
-    """The non-trivial lines of harness.py (stripped), which must never reach a model."""
-    out = set()
-    for ln in harness_text.splitlines():
-        s = ln.strip()
-        if len(s) < min_len or s.startswith(("import ", "from ", "#")) or s in ('"""', "'''"):
-            continue
-        out.add(s)
+def refine_messages(first: list[dict], history: list[tuple[str, dict]], harness_text: str = "",
+                    device: str = "cuda", native: Problem | None = None, rounds: int | None = None) -> list[dict]:
+    """Round r's chat: the first round's, then for every earlier round the code it produced (as the
+    assistant's turn) and what happened to it. history: [(code or answer text, record), ...];
+    rounds: how many rounds the run allows (said in every feedback)."""
+    out = list(first)
+    for i, (code, record) in enumerate(history, start=1):
+        if record.get("failure") == "no_code":     # the answer itself (clipped): there was no code
+            content = (code or "").strip() or "(an empty answer)"
+        else:
+            content = f"```{lang_of(native)}\n{(code or '').strip()}\n```"
+        out.append({"role": "assistant", "content": content})
+        out.append({"role": "user", "content": feedback(record, i, harness_text, device, native, rounds)})
     return out
 
 
-def redact(text: str, harness_text: str) -> str:
-    """Drop every line that quotes harness.py (a traceback through it, say) and its file path."""
-    if not harness_text:
-        return text
-    hidden = harness_lines(harness_text)
-    out = []
-    for ln in text.splitlines():
-        s = ln.strip()
-        if s and (s in hidden or any(h in ln for h in hidden if len(h) >= 25)):
-            out.append(HIDDEN_LINE)
-        else:
-            out.append(re.sub(r'File "[^"]*harness\.py"', 'File "<hidden harness>"', ln))
-    return "\n".join(out)
+def feedback(record: dict, round_no: int, harness_text: str = "", device: str = "cuda",
+             native: Problem | None = None, rounds: int | None = None) -> str:
+    head, evidence = body(record, harness_text)
+    of = f" of {rounds}" if rounds else ""
+    left = ""
+    if rounds:
+        remaining = rounds - round_no - 1
+        left = (" This next answer is the last round." if remaining <= 0 else
+                f" After this next answer, {remaining} more round{'s remain' if remaining > 1 else ' remains'}.")
+    values = dict(round=round_no, of=of, next=round_no + 1, outcome=head, excerpt=evidence, goal=goal(record),
+                  left=left)
+    text = fill("refine_native.md", lang=lang_of(native), **values) if native is not None else \
+        fill("refine.md", **values)
+    return re.sub(r"\n{3,}", "\n\n", text)
 
 
 def render(messages_: list[dict]) -> str:

@@ -218,7 +218,8 @@ class KBSession:
             record.update(outcome="failed", failure="reference_copy", message=copies.MESSAGE)
             return record
         if not self.settings.allow_multicast and not candidate.is_reference:
-            found = safety.scan(candidate.source)   # refused before launch: it never runs here
+            # refused before launch: it never runs here (a native candidate is C/C++/CUDA)
+            found = safety.scan(candidate.source, "c" if problem.kind == "native" else "python")
             if found:
                 record.update(outcome="failed", failure="unsafe", message=found)
                 return record

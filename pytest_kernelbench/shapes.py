@@ -152,26 +152,58 @@ def _arg_text(a: dict) -> str:
     return kind or "?"
 
 
-def _compress(parts: list[str]) -> list[str]:
-    """Argument texts, with a repeating pattern (e.g. per-layer tensors) written once."""
+def _label(i: int, names: list[str] | None, varargs: str | None) -> str:
+    """Argument i by the reference's parameter names: `x`, `tensors[3]`, else `arg 3`."""
+    names = names or []
+    if i < len(names):
+        return names[i]
+    if varargs:
+        return f"{varargs}[{i - len(names)}]"
+    return f"arg {i}"
+
+
+def _pattern(parts: list[str]) -> int | None:
+    """The shortest period p of `parts` that repeats at least twice, or None."""
+    for p in range(1, len(parts) // 2 + 1):
+        if len(parts) % p == 0 and parts == parts[:p] * (len(parts) // p):
+            return p
+    return None
+
+
+def _compress(parts: list[str], names: list[str] | None = None, varargs: str | None = None) -> list[str]:
+    """Argument texts named by the reference's signature; a repeating pattern in *args (e.g.
+    per-layer tensors) is written once, indexed by k. Without a signature: `arg i`."""
     n = len(parts)
-    for start in range(0, min(3, n)):
-        rest = parts[start:]
-        for p in range(1, len(rest) // 2 + 1):
-            if len(rest) % p == 0 and rest == rest[:p] * (len(rest) // p):
-                if len(rest) // p >= 2:
-                    head = [f"arg {i}: {t}" for i, t in enumerate(parts[:start])]
-                    pattern = "; ".join(rest[:p])
-                    return head + [f"args {start}..{n - 1}: {len(rest) // p} repetitions of ({pattern})"]
-                break
-    lines = [f"arg {i}: {t}" for i, t in enumerate(parts[:40])]
-    if n > 40:
-        lines.append(f"... and {n - 40} more arguments")
+    if names is None and varargs is None:      # no signature known: number them, fold repeats
+        for start in range(0, min(3, n)):
+            p = _pattern(parts[start:])
+            if p is not None:
+                head = [f"arg {i}: {t}" for i, t in enumerate(parts[:start])]
+                return head + [f"args {start}..{n - 1}: {(n - start) // p} repetitions of "
+                               f"({'; '.join(parts[start:start + p])})"]
+    named = min(len(names or []), n)
+    lines = [f"{_label(i, names, varargs)}: {t}" for i, t in enumerate(parts[:named])]
+    rest = parts[named:]
+    for start in range(0, min(3, len(rest)) if varargs else 0):
+        p = _pattern(rest[start:])
+        if p is None:
+            continue
+        lines += [f"{varargs}[{i}]: {t}" for i, t in enumerate(rest[:start])]
+        reps = (len(rest) - start) // p
+        if p == 1:
+            return lines + [f"{varargs}[{start}] .. {varargs}[{start + reps - 1}]: each {rest[start]}"]
+        return lines + [f"{varargs}[{p}k{f' + {start + j}' if start + j else ''}]: {t}"
+                        for j, t in enumerate(rest[start:start + p])] + [f"(k = 0 .. {reps - 1})"]
+    lines += [f"{_label(named + i, names, varargs)}: {t}" for i, t in enumerate(rest[:40])]
+    if len(rest) > 40:
+        lines.append(f"... and {len(rest) - 40} more arguments")
     return lines
 
 
-def describe(probed: dict | None, problem: Problem, world_size: int, running: list[str]) -> str:
-    """Markdown lines: per size, its config and what every rank receives."""
+def describe(probed: dict | None, problem: Problem, world_size: int, running: list[str],
+             names: list[str] | None = None, varargs: str | None = None) -> str:
+    """Markdown lines: per size, its config and what every rank receives, each argument named as
+    the reference's solution() names it (names: its positional parameters; varargs: its *args)."""
     lines = []
     for name, cfg in problem.sizes.items():
         cfg_text = ", ".join(f"{k}={v}" for k, v in cfg.items())
@@ -181,7 +213,7 @@ def describe(probed: dict | None, problem: Problem, world_size: int, running: li
         if not info or "ranks" not in info:
             lines.append("  - argument shapes: see the task text (they depend on the data)")
             continue
-        per_rank = [_compress([_arg_text(a) for a in r]) for r in info["ranks"]]
+        per_rank = [_compress([_arg_text(a) for a in r], names, varargs) for r in info["ranks"]]
         if all(r == per_rank[0] for r in per_rank):
             lines.append(f"  - every rank (W={world_size}) receives:")
             lines += [f"    - {t}" for t in per_rank[0]]

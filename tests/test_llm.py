@@ -360,11 +360,12 @@ def all_reduce():
 def test_gpu_prompt_states_the_hardware_as_it_is():
     p = all_reduce()
     text = prompt.task_text(p, Placement("cuda", 4, ["small", "large"]), GPU_MACHINE, None)
-    for part in ("8 x NVIDIA H200", "W = 4", "GPU0\tGPU1", "NV18", "450 GB/s per direction", "not available",
-                 "NCCL_NVLS_ENABLE=0", "CUDA 12.8", "PyTorch 2.9.0", "NCCL 2.27.3", "backend `nccl`",
+    for part in ("8 x NVIDIA H200", "W = 4", "18 bonded NVLinks", "450 GB/s published", "NVLink SHARP is switched off",
+                 "CUDA 12.8", "PyTorch 2.9.0", "NCCL 2.27.3", "backend `nccl`", "compute capability 9.0", "132 SMs",
                  "def solution(x: torch.Tensor) -> torch.Tensor: ...", "atol = 0.01", "all_gather_into_tensor",
                  "one_shot_all_reduce", "Any such call fails the item", "size `large` (runs in this evaluation)"):
         assert part in text, part
+    assert "Legend" not in text and "NCCL_NVLS_ENABLE" not in text
     assert "\x1b" not in text
     cpu = prompt.task_text(p, Placement("cpu", 2, ["tiny"]), CPU_MACHINE, None)
     # forbid holds on CPU too, and the CPU prompt names what this problem leaves to communicate with
@@ -392,14 +393,14 @@ def test_extraction_rule():
 def test_refinement_rule_and_speed_feedback():
     slow = {"outcome": "passed", "score": 0.8, "sizes": [
         {"name": "small", "speedup": 0.8, "timing": {"reference": {"median_s": 8e-5}, "candidate": {"median_s": 1e-4}},
-         "roofline": {"candidate": 0.31}}]}
+         "roofline": {"candidate": 0.31}, "roof_s": 3.1e-5, "roof_bound": "link"}]}
     assert prompt.needs_refinement(slow, "cuda") and not prompt.needs_refinement(slow, "cpu")
     assert not prompt.needs_refinement({**slow, "score": 1.3}, "cuda")
     assert prompt.needs_refinement({"outcome": "failed", "failure": "timeout"}, "cpu")
     assert not prompt.needs_refinement({"outcome": "error"}, "cpu")
     text = prompt.feedback(slow, 1)
-    assert "0.80x" in text and "size small: reference 80.0 us, yours 100.0 us, speedup 0.80x" in text
-    assert "31% of the roofline" in text and "faster" in text
+    assert "0.80x" in text and "size small: reference 80.0 us, yours 100.0 us: 0.80x" in text
+    assert "31% of it" in text and "faster" in text
     long = {"outcome": "failed", "failure": "runtime_error", "message": "\n".join(f"line {i}" for i in range(100))}
     assert "[... truncated]" in prompt.feedback(long, 1) and "line 99" not in prompt.feedback(long, 1)
 

@@ -1,7 +1,7 @@
 """Issue 11 item 9: NVLink multicast never runs on the lent machines.
 
-Layer 1 (pytest process): a candidate whose text mentions multimem / multicast / NVLS is refused
-before launch. Layer 2 (ranks): an audit hook and stubs refuse changes to the guarded variables,
+Layer 1 (pytest process): a candidate whose code (names, string literals, CUDA/PTX sources; not
+its comments, issue 23) names multimem / multicast / NVLS is refused before launch. Layer 2 (ranks): an audit hook and stubs refuse changes to the guarded variables,
 ctypes lookups of the multicast driver API and of libc's environment writers, cuda-python/CuPy
 multicast functions; an integrity check compares the guarded variables with their start values.
 The in-rank candidates below build every telltale name by concatenation, so that only layer 2
@@ -21,11 +21,11 @@ from pytest_kernelbench import launch, metrics, safety
 
 
 def test_scan_names_words_and_lines():
-    src = "import torch\n\nPTX = 'multimem.ld_reduce.global.add.f32'\n# uses NvLs\nx = h.multicast_ptr\n"
+    src = "import torch\n\nPTX = 'multimem.ld_reduce.global.add.f32'\nx = h.NvLs_ptr\nx = h.multicast_ptr\n"
     found = safety.scan(src)
-    assert found.startswith("mentions NVLink multicast")
+    assert found.startswith("uses NVLink multicast"), found
     assert "'multimem' at line 3" in found
-    assert "'NvLs' at line 4" in found
+    assert "'NvLs_ptr' at line 4" in found
     assert "'multicast_ptr' at line 5" in found
 
 
@@ -36,7 +36,7 @@ def test_scan_is_case_insensitive_and_finds_driver_names():
 
 
 def test_scan_shows_the_first_few_hits_only():
-    found = safety.scan("multicast\n" * 10)
+    found = safety.scan("multicast = 1\n" * 10)
     assert "at line 1" in found and "at line 4" in found and "at line 5" not in found
     assert "and 6 more" in found
 
@@ -44,6 +44,49 @@ def test_scan_shows_the_first_few_hits_only():
 def test_scan_clean_text_is_none():
     assert safety.scan("import torch\ndef solution(x):\n    return x.clone()  # multi-cast? no\n") is None
     assert safety.scan("") is None
+
+
+# Issue 23 item 1: what the code would do is judged, not what its comments say.
+RING_WITH_COMMENTS = '''"""A ring all-reduce. NVLink multicast (NVLS, multimem) is not available here."""
+import torch
+import torch.distributed as dist
+
+# NVLink multicast is not available, so use a ring of send/recv
+KERNEL = r"""
+// no multimem.ld_reduce here: plain peer loads only
+/* multicast would need cuMulticastCreate */
+__global__ void add(float* a, const float* b, int n) { int i = threadIdx.x; if (i < n) a[i] += b[i]; }
+"""
+
+
+def solution(x):
+    """Sum over ranks; no NVLS."""
+    return x.clone()
+'''
+
+
+def test_scan_ignores_comments_docstrings_and_comments_inside_cuda_strings():
+    assert safety.scan(RING_WITH_COMMENTS) is None
+    assert safety.scan("// multimem would be faster\n/* cuMulticastCreate\n */ int x = 1;\n", "c") is None
+
+
+def test_scan_still_refuses_real_uses():
+    asm = 'K = r"""\n// a comment\nasm volatile("multimem.ld_reduce.relaxed.sys.global.add.f32 %0, [%1];");\n"""\n'
+    assert "'multimem' at line 3" in safety.scan(asm)
+    assert "'cuMulticastCreate' at line 1" in safety.scan("cuMulticastCreate(&h, &prop);  // make it\n", "c")
+    assert "'multimem' at line 2" in safety.scan("/* ok */\nasm(\"multimem.st.global.f32 [%0], %1;\");\n", "c")
+    # a line splice ends the comment where the compiler does (`*\\<newline>/` is `*/`)
+    assert "'multimem' at line 2" in safety.scan("/* x *\\\n/ asm(\"multimem.st\");\n", "c")
+    # escapes in a Python string are resolved before its CUDA comments are stripped
+    assert "'multimem' at line 1" in safety.scan('K = "// note\\nasm(\\"multimem.st\\");"\n')
+    # a string literal hides no comment marker: the asm after it is code
+    assert "'multimem'" in safety.scan('const char* s = "/*"; asm("multimem.st"); // */\n', "c")
+    assert "'multimem'" in safety.scan('auto s = R"x( " /* )x"; asm("multimem.st"); /* */\n', "c")
+    # a module that reads its own text turns its comments into data
+    assert "'multicast' at line 1" in safety.scan("# multicast\nsrc = open(__file__).read()\n")
+    assert "'multimem' at line 1" in safety.scan('"""multimem"""\nsrc = __doc__\n')
+    # text that does not tokenize (a cut-off answer) is judged as written from where it breaks
+    assert "'multimem'" in safety.scan('x = 1\nK = """\n// multimem')
 
 
 def test_guarded_env_shared_with_the_launcher():
@@ -61,6 +104,8 @@ def test_shipped_solutions_pass_the_scan():
     for path in sorted((repo / "problems").rglob("*.py")):
         if path.name != "harness.py":       # hidden, never a candidate
             assert safety.scan(path.read_text()) is None, path
+    for path in sorted((repo / "problems").rglob("solution.c*")):     # native fills (.cu, .cpp)
+        assert safety.scan(path.read_text(), "c") is None, path
 
 
 def test_rank_side_rules():
@@ -85,6 +130,12 @@ REFERENCE = "import os\n" + HONEST + "\n_sum = _p2p_sum\n"
 VAR = '("TORCH_SYMM_MEM_DISABLE_" + "MULTI" + "CAST")'      # invisible to the text scan
 CANDIDATES = {
     "honest": REFERENCE + '''
+def solution(x):
+    return _sum(x)
+''',
+    # issue 23 item 1: a comment is not code (this one failed as unsafe before)
+    "comment_multicast": REFERENCE + '''
+# NVLink multicast is not available, so use a ring of send/recv
 def solution(x):
     return _sum(x)
 ''',
@@ -179,6 +230,12 @@ def judged(tmp_path_factory):
 def test_honest_candidate_passes(judged):
     _, items, proc = judged
     assert items["honest"]["outcome"] == "passed", (items["honest"].get("message"), proc.stdout[-2000:])
+
+
+def test_comment_about_multicast_passes(judged):
+    _, items, proc = judged
+    assert items["comment_multicast"]["outcome"] == "passed", (items["comment_multicast"].get("message"),
+                                                               proc.stdout[-2000:])
 
 
 def test_text_mention_is_refused_before_launch(judged):

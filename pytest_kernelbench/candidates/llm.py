@@ -244,7 +244,8 @@ class ModelSource:
         self.cache = GenerationCache(root / "generations")
         self.ledger = Ledger(session.run_dir, s.max_cost)
         probed = shapes.probe(problem, placement.world_size, root / "shapes")
-        self.first = prompt.messages(problem, placement, session.machine, probed)
+        # the budgets the prompt states are this run's (--kb-compile-timeout, --kb-timeout)
+        self.first = prompt.messages(problem, placement, session.machine, probed, s.compile_timeout, s.timeout)
         self.first_digest = prompt.digest(self.first)
         self.harness_text = problem.harness_path.read_text()
         self.slug = slug(problem)
@@ -268,7 +269,8 @@ class ModelSource:
             return self.first
         shown = [(r.candidate.source or _clip_answer(r.answer), r.record) for r in history]
         return prompt.refine_messages(self.first, shown, self.harness_text, self.placement.device,
-                                      native=self.problem if self.native else None)
+                                      native=self.problem if self.native else None,
+                                      rounds=self.session.settings.rounds)
 
     # -- one generation ----------------------------------------------------------------------
     def generate(self, sample: int, round_no: int, history: list[Round]) -> tuple[Candidate, str, dict]:

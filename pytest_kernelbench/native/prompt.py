@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .. import shapes
-from ..prompt import fill, hardware_text, lang_of
+from ..prompt import calls_text, correctness_text, fill, hardware_text, inputs_text, lang_of
 from .build import Recipe, Unavailable, compiler_version, resolve
 from .regions import parse
 
@@ -43,10 +42,10 @@ def libraries(recipe: Recipe) -> str:
     return ", ".join(out) or "none beyond the C++ standard library"
 
 
-def native_task_text(problem: Problem, placement: Placement, machine: dict, probed: dict | None) -> str:
+def native_task_text(problem: Problem, placement: Placement, machine: dict, probed: dict | None,
+                     compile_budget_s: float | None = None, deadline_s: float | None = None) -> str:
     recipe = Recipe.from_yaml(problem.build)
     template = problem.template_path.read_text()
-    tol = problem.tolerance
     asm = "Inline assembly (asm, e.g. PTX) is allowed." if recipe.asm else "Inline assembly is not allowed."
     return fill(
         "task_native.md", title=problem.title, problem_id=problem.id, description=problem.description.strip(),
@@ -54,8 +53,9 @@ def native_task_text(problem: Problem, placement: Placement, machine: dict, prob
         regions=", ".join(parse(template).order), reference=problem.reference_path.read_text().strip(),
         world_size=placement.world_size, world_sizes=", ".join(map(str, problem.world_sizes)),
         ranks_text="one GPU per rank" if placement.device == "cuda" else "one CPU process per rank",
-        dtype=problem.dtype, inputs=shapes.describe(probed, problem, placement.world_size, placement.sizes),
-        atol=tol.get("atol"), rtol=tol.get("rtol"), metric_text=METRIC_TEXT[problem.metric],
+        dtype=problem.dtype, inputs=inputs_text(problem, placement, probed),
+        calls_text=calls_text(problem, placement, compile_budget_s, deadline_s),
+        correctness_text=correctness_text(problem), metric_text=METRIC_TEXT[problem.metric],
         toolchain=toolchain(recipe, machine), libraries=libraries(recipe),
         headers=", ".join(recipe.headers) or "nothing (the fixed part includes what is needed)", asm_text=asm,
         hardware=hardware_text(machine, placement, problem))
