@@ -88,7 +88,7 @@ evidence() {
   w1_copies $R/w1
   log "self-check of the W = 1 set, sizes >= 1 MiB (fork launcher)"
   timeout -k 10 -s INT "${KB_RUN_S:-330}" $PT $R/w1 --kb-candidate=reference --kb-report=$R/selfcheck.json \
-    2>&1 | tail -6
+    2>&1 | grep -E "^(FAILED|ERROR)|passed|failed|error: |mismatch: |crash: |timeout: " | cut -c1-300 | tail -20
   log "shipped kernels and a load_inline candidate"
   timeout -k 10 -s INT 120 $PT $R/w1/collective --kb-candidate=shipped --kb-report=$R/shipped.json 2>&1 | tail -6
   load_inline_candidate $R/sol
