@@ -60,6 +60,13 @@ class Checker:
         self.link = Link.start(str(self.layout.log(self.rank)), read_only=[str(self.layout.candidate)],
                                read_write=[str(scratch), *self.job.builds], sys_path=list(self.job.sys_path), env=env)
         self.files.pids(os.getpid(), self.link.pid)
+        if self.job.device == "cuda":
+            from .cores import plan
+            cpus = plan(self.local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", self.world)))
+            if cpus is not None:
+                os.sched_setaffinity(0, cpus[0])
+                os.sched_setaffinity(self.link.pid, cpus[1])
+                self.link.pinned = True
         if not self.job.allow_multicast and os.environ.get("KB_DEV_NO_WATCH") != "1":
             self.watch = EnvWatch(self.link.pid, 0.02 if self.job.device == "cuda" else 0.05)
             self.link.own.add(self.watch.watcher)

@@ -42,6 +42,7 @@ class Link:
         self.layers: list[str] = []
         self.reader: Any = None
         self.stopped = False
+        self.pinned = False                # on a core apart from the candidate's: it may spin (cores.py)
         self.own: set[int] = set()         # the checker's own other children (its environment watcher)
         self.arenas: dict[int, Any] = {}   # the checker's arenas, by id (rank/memory.py)
 
@@ -138,9 +139,14 @@ class Link:
         self.ctrl.mark_go(seq)
         if not spin:
             self.send_poke()
-        # the checker sleeps until "done" (a byte on the socket): a spinning checker took CPU from
-        # the candidate's own calls (+60 % per call at 1 MiB on an H100), which the reference, run
-        # with the candidate stopped, never paid. The wake-up (tens of microseconds) is once a window.
+        # "done": spun for where the checker has a core of its own (no wake-up in the window); else
+        # slept for (a byte on the socket): a checker spinning beside the candidate took CPU from
+        # its calls (+60 % per call at 1 MiB on an H100), which the reference never paid
+        if spin and self.pinned and not self.ctrl.spin(8, seq, time.monotonic() + timeout, self.alive):
+            if not self.alive():
+                raise ItemFailed("crash", f"the candidate process died in a call ({self.exit_text()})", "candidate")
+            raise ItemFailed("timeout", f"the candidate did not finish a batch within {timeout:.0f} s", "candidate")
+        seconds = time.perf_counter() - t0
         try:
             self.chan.wait_poke(timeout)
         except (ChannelClosed, OSError):
@@ -149,7 +155,8 @@ class Link:
         except TimeoutError:
             raise ItemFailed("timeout", f"the candidate did not finish a batch within {timeout:.0f} s",
                              "candidate") from None
-        seconds = time.perf_counter() - t0
+        if not (spin and self.pinned):
+            seconds = time.perf_counter() - t0
         if self.ctrl.done != seq:
             raise ItemFailed("runtime_error", f"the candidate process broke the protocol (done mark {self.ctrl.done}, "
                              f"batch {seq})", "candidate")

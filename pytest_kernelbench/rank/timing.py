@@ -21,7 +21,7 @@ from ..protocol import TimingSpec
 from .stats import median_band
 
 
-PROBE_CALLS = 20
+PROBE_CALLS = 24
 
 
 class Timing:
@@ -46,8 +46,13 @@ class Timing:
             self.heartbeat(f"{phase}, timing warm-up, {name}")
             refill(f"warm-{name}")
             side(self.warmup, f"warm-{name}")
-            # a probe long enough that the window's own cost (barrier, wake-up) is a small part of it
-            per_call = self.agree_max(side(min(PROBE_CALLS, self.max_iters), f"probe-{name}"))
+            # two probe windows: the difference is the calls' cost alone, without the window's own
+            # (barrier, wake-up, the description of its outputs)
+            short, long_ = min(4, self.max_iters), min(PROBE_CALLS, self.max_iters)
+            t_short = side(short, f"probe-{name}-short") * short
+            t_long = side(long_, f"probe-{name}") * long_
+            per_call = (t_long - t_short) / (long_ - short) if long_ > short else t_long / long_
+            per_call = self.agree_max(max(per_call, 0.25 * t_long / long_))     # noise never makes it ~0
             want = math.ceil(self.round_s / max(per_call, 1e-9))
             iters[name] = int(self.agree_max(max(1, min(self.max_iters, want, cap(name)))))
         # both sides run the same number of calls per window, so both hold the same outputs
