@@ -89,16 +89,19 @@ evidence() {
   log "self-check of the W = 1 set, sizes >= 1 MiB (fork launcher)"
   timeout -k 10 -s INT "${KB_RUN_S:-330}" $PT $R/w1 --kb-candidate=reference --kb-report=$R/selfcheck.json \
     2>&1 | grep -E "^(FAILED|ERROR)|passed|failed|error: |mismatch: |crash: |timeout: " | cut -c1-300 | tail -20
-  log "shipped kernels and a load_inline candidate"
-  timeout -k 10 -s INT 120 $PT $R/w1/collective --kb-candidate=shipped --kb-report=$R/shipped.json 2>&1 | tail -6
-  load_inline_candidate $R/sol
-  timeout -k 10 -s INT 90 $PT $R/w1/collective/all_reduce --kb-solutions=$R/sol --kb-report=$R/inline.json \
-    2>&1 | tail -4
+  cp $R/selfcheck.json "$OUT/" 2>/dev/null
   if [ -f bench/primitives_example.py ]; then
     log "primitives example (issue 23)"
-    timeout -k 10 -s INT 120 python3 bench/primitives_example.py --out "$OUT" 2>&1 | tail -6
+    timeout -k 10 -s INT 90 python3 bench/primitives_example.py --out "$OUT" 2>&1 | tail -6
   fi
-  cp $R/selfcheck.json $R/shipped.json $R/inline.json "$OUT/" 2>/dev/null
+  log "shipped kernels and a load_inline candidate"
+  timeout -k 10 -s INT "${KB_SHIPPED_S:-100}" $PT $R/w1/collective/all_reduce $R/w1/collective/all_gather \
+    --kb-candidate=shipped --kb-sizes=small,medium --kb-report=$R/shipped.json 2>&1 | tail -4
+  cp $R/shipped.json "$OUT/" 2>/dev/null
+  load_inline_candidate $R/sol
+  timeout -k 10 -s INT 90 $PT $R/w1/collective/all_reduce --kb-solutions=$R/sol --kb-sizes=small,medium \
+    --kb-report=$R/inline.json 2>&1 | tail -4
+  cp $R/inline.json "$OUT/" 2>/dev/null
   log tables
   KB="python3 -m pytest_kernelbench.cli"
   $KB spread $R/selfcheck.json | tail -12
