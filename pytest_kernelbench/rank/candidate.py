@@ -9,6 +9,7 @@ global torch state rule) are best effort here and report through the batch's Don
 """
 from __future__ import annotations
 
+import bisect
 import datetime
 import faulthandler
 import importlib.util
@@ -179,9 +180,9 @@ class CandidateProcess:
     def _export(self, p: int, new: list[list]) -> None:
         """Announce the CUDA allocation holding device address p, the first time an output lives
         there (cuMemGetAddressRange + IPC handle), so the checker can open it once."""
-        for base, end in self.exported:
-            if base <= p < end:
-                return
+        i = bisect.bisect_right(self.exported, (p, float("inf"))) - 1   # in the window: O(log n), not a scan
+        if i >= 0 and self.exported[i][0] <= p < self.exported[i][1]:
+            return
         assert self.driver is not None
         from .cuda import CudaError
         try:
@@ -189,7 +190,7 @@ class CandidateProcess:
             handle = self.driver.ipc_handle(base).hex()
         except CudaError:       # memory it was lent, or not a plain allocation: the checker cannot read it
             return
-        self.exported.append((base, base + size))
+        bisect.insort(self.exported, (base, base + size))
         new.append([base, size, handle])
 
     def _threads(self) -> list[str]:

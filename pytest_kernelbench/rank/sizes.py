@@ -268,8 +268,12 @@ class SizeRun:
             spent["checks"] += time.perf_counter() - t1
             return window.seconds / calls
 
+        budget = HOLD_BUDGET[job.device]
+        if self.cuda:       # both processes hold a window's outputs on this GPU: leave room for them
+            budget = min(budget, int(self.torch.cuda.mem_get_info(c.device)[0] // 6))
+
         def cap(name: str) -> int:
-            return max(1, HOLD_BUDGET[job.device] // max(out_bytes, 1))
+            return max(1, budget // max(out_bytes, 1))
 
         timer = Timing(c.agree_max, c.files.heartbeat, job.timing)
         measured = timer.run(phase, {"reference": reference, "candidate": candidate}, refill, cap)
