@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from . import hardware, launch, metrics, roofline, safety
 from .gpus import GpuPool
 from .rankserver import RankServer
-from .protocol import JobSpec, TimingSpec
+from .protocol import JobSpec, TimingSpec, rule_of
 from .problem import size_names
 
 if TYPE_CHECKING:
@@ -247,6 +247,8 @@ class KBSession:
                       phases_s=result.get("phases_s"), warnings=(result.get("warnings") or []) + outcome.warnings,
                       killed_strays=outcome.killed, log_tail=outcome.log_tail or None,
                       rank_phases=outcome.rank_phases if outcome.category == "timeout" else None)
+        if rule_of(outcome.message) and outcome.status == "failed":
+            record["rule"] = rule_of(outcome.message)    # failed only by a rule stricter than PKB's (protocol.RULES)
         ceilings = self.machine.get("ceilings") if placement.device == "cuda" else {}
         record.update(roofline.annotate(sizes, ceilings or {}))
         if placement.device != "cuda":

@@ -285,8 +285,10 @@ class Rank:
             self.shield.attempts.clear()
         if self.forbid.calls:
             calls = ", ".join(f"{k} x{v}" for k, v in sorted(self.forbid.calls.items()))
+            rule = compare.forbidden_rule(self.forbid.calls)
             self.forbid.calls.clear()
-            found.append(f"called forbidden APIs ({', '.join(self.job.forbid)}): {calls}")   # on CPU as on CUDA
+            text = f"called forbidden APIs ({', '.join(self.job.forbid)}): {calls}"   # on CPU as on CUDA
+            found.append(compare.tagged(text, rule) if rule else text)
         return "; ".join(found) or None
 
     # ---- checking ----------------------------------------------------------------------------
