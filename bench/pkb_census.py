@@ -186,6 +186,9 @@ def summary(args: argparse.Namespace) -> None:
     for doc in docs:
         c = doc.get("census") or {}
         pkb = doc["config"].get("pkb") or {}
+        if not pkb.get("checkout"):       # a report without PKB facts: the checkout it names, now
+            root = Path(doc["config"]["settings"]["pkb"])
+            pkb = {**pkb, "checkout": {"name": root.name, **checkout.fingerprint(str(root))}}
         entry = {"world_size": c.get("world"), "forced": c.get("forced"), "pkb": pkb.get("checkout"),
                  "wall_s": c.get("wall_s"), "aggregates": {k: doc["aggregates"].get(k) for k in
                                                           ("total", "passed", "failed", "errors", "skipped")},

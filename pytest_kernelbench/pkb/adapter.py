@@ -222,11 +222,9 @@ def harness(checkout: str, problem_id: int, cost_model: str | None = None):
         base = own if shared_seed is None else shared_seed
         mn = (int(size["m"]), int(size["n"]))
         key = (mn, world_size, rank, str(dtype), str(device))
-        if key not in pins:      # the first call of this size: its seeds become the pinned ones
-            args = draw(rank, world_size, mn, device, dtype, base, own, None)
+        if key not in pins:      # the first call of this size: its seeds become the pinned ones (so its
+            args = draw(rank, world_size, mn, device, dtype, base, own, None)        # draws are already those)
             pins[key] = learn(rank, world_size, mn, device, dtype, base, own, args)
-            if pins[key][2]:
-                args = draw(rank, world_size, mn, device, dtype, base, own, pins[key])
         else:
             args = draw(rank, world_size, mn, device, dtype, base, own, pins[key])
         if not seeded.calls:
