@@ -91,28 +91,30 @@ def _stem(item: dict) -> str:
 
 # what a failure on gloo means, read off its message (the first that matches names the cause)
 CAUSES = (
-    (r"can't allocate memory|MemoryError|std::bad_alloc",
-     "too heavy at tiny on gloo: needs more than {gb} GB per rank"),
-    (r"ProcessGroupGloo::\w+: invalid tensor size|ProcessGroupGloo::\w+: .*(size|shape)",
-     "NCCL-only shapes: gloo's collective refuses the shapes the reference passes"),
-    (r"not compiled with CUDA|CUDA_HOME|torch\.cuda|Found no NVIDIA driver", "hard-coded CUDA in the reference"),
+    (r"can't allocate memory|MemoryError|std::bad_alloc", "too heavy at tiny on gloo: needs more than {gb} GB per rank"),
+    (r"ProcessGroupGloo::\w+: invalid tensor size", "NCCL-only shapes: gloo's collective refuses the reference's shapes"),
+    (r"not compiled with CUDA|CUDA_HOME|Found no NVIDIA driver", "hard-coded CUDA in the reference"),
     (r"No module named 'triton'", "a Triton kernel in the reference"),
     (r"does not support device type cpu", "CUDA-only torch API in the reference"),
+    (r"new_group", "the reference makes new process groups on every call, which gloo does not keep up with"),
 )
 
 
 def why_not(item: dict) -> str:
-    """The census's reason an item does not run on gloo, from its record: the cause where the message
-    shows one, then the message's first line."""
+    """The census's reason an item does not run on gloo, from its record: the cause its message
+    shows, else the deadline, else the message."""
     import re
     failure, msg = item.get("failure"), item.get("message") or ""
-    if failure == "timeout":
-        return f"too heavy at tiny on gloo: over the census deadline of {SETTINGS['deadline_s']} s"
-    detail = f"{failure}: {_first_line(msg, 160)}"
+    detail = re.sub(r"^rank \d+(: size \w+, [^:]+)?: ", "", _first_line(msg, 400))[:110]
+    size = re.search(r"tried to allocate (\d+) bytes", msg)
+    if size:
+        detail = f"an allocation of {int(size.group(1)) / 1e9:.2f} GB failed"
     for pattern, cause in CAUSES:
         if re.search(pattern, msg):
-            return f"{cause.format(gb=SETTINGS['address_space_gb'])} ({detail})"
-    return f"fails on gloo ({detail})"
+            return f"{cause.format(gb=SETTINGS['address_space_gb'])} ({failure}: {detail})"
+    if failure == "timeout":
+        return f"too heavy at tiny on gloo: over the census deadline of {SETTINGS['deadline_s']} s"
+    return f"fails on gloo ({failure}: {detail})"
 
 
 def eligibility(args: argparse.Namespace) -> None:
@@ -131,10 +133,11 @@ def eligibility(args: argparse.Namespace) -> None:
     lines = []
     for stem in sorted(by_stem, key=checkout.stem_key):
         per_w = by_stem[stem]
-        bad = {w: i for w, i in sorted(per_w.items()) if i.get("outcome") != "passed"}
-        if bad:
-            w, item = next(iter(bad.items()))
-            entry = {"reason": f"{why_not(item)} (W={w}; census {args.census_name})"}
+        bad = {w: why_not(i) for w, i in sorted(per_w.items()) if i.get("outcome") != "passed"}
+        if bad:      # the world size whose failure names a cause, else the first
+            w = next((w for w, why in bad.items() if not why.startswith(("fails on gloo", "too heavy at tiny on gloo: "
+                                                                           "over"))), next(iter(bad)))
+            entry = {"reason": f"{bad[w]} [census {Path(args.census_name).stem[:10]}, W={w}]"}
         else:
             entry = {"world_sizes": sorted(per_w)}
             if sizes.get(stem) and sizes[stem] != checkout.SIZES["tiny"]:
