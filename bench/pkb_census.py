@@ -168,8 +168,10 @@ def _route(item: dict) -> str:
         return "passed"
     if item.get("outcome") == "skipped":
         msg = item.get("message") or ""
-        if "needs CUDA" in msg:
-            return "skipped: needs CUDA"
+        if msg.startswith("needs CUDA:"):
+            return "skipped: the candidate needs CUDA"
+        if msg.startswith("needs CUDA GPUs"):
+            return "skipped: the item is CUDA only"
         return "skipped: " + _first_line(msg, 60)
     rule = f" (rule: {item['rule']})" if item.get("rule") else ""
     return f"{item.get('failure')}{rule}"
@@ -179,8 +181,8 @@ def _row(item: dict) -> dict:
     cand = item.get("candidate") or {}
     return {"problem": item["problem"], "world_size": item.get("world_size"), "outcome": item.get("outcome"),
             "failure": item.get("failure"), "rule": item.get("rule"), "route": _route(item),
-            "message": _first_line(item.get("message"), 300), "wall_s": item.get("wall_s"),
-            "file": cand.get("origin"), "paired_by": cand.get("paired_by")}
+            "message": _first_line(item.get("message"), 200), "wall_s": item.get("wall_s"),
+            "file": cand.get("origin") if cand.get("kind") == "dir" else None, "paired_by": cand.get("paired_by")}
 
 
 def summary(args: argparse.Namespace) -> None:
@@ -218,17 +220,20 @@ def static_counts(folder: Path) -> dict:
     """Per folder: files, multicast mentions (refused as unsafe) and calls of forbidden APIs found
     in the source (barrier-only files apart: PKB's prompt example calls dist.barrier())."""
     files = sorted(p for p in folder.glob("*.py"))
-    unsafe = forbidden = barrier_only = 0
+    unsafe = forbidden = barrier = barrier_only = 0
+    by_name: Counter = Counter()
     for f in files:
         text = f.read_text(errors="replace")
         if static.multicast(text):
             unsafe += 1
         calls = static.forbidden_calls(text)
+        by_name.update({name: 1 for name in calls})
         if calls:
             forbidden += 1
-            if set(calls) <= {"barrier", "monitored_barrier"}:
-                barrier_only += 1
-    return {"files": len(files), "unsafe": unsafe, "forbidden_calls": forbidden, "barrier_only": barrier_only}
+            barrier += bool(set(calls) & {"barrier", "monitored_barrier"})
+            barrier_only += set(calls) <= {"barrier", "monitored_barrier"}
+    return {"files": len(files), "unsafe": unsafe, "forbidden_calls": forbidden, "barrier": barrier,
+            "barrier_only": barrier_only, "files_by_call": dict(by_name.most_common())}
 
 
 def markdown(doc: dict, name: str) -> str:
@@ -246,25 +251,35 @@ def markdown(doc: dict, name: str) -> str:
             what = "forced onto gloo" if r["forced"] else "CPU eligibility"
             lines.append(f"| {what} | {r['world_size']} | {(r['pkb'] or {}).get('commit', '?')[:7]} | {a['passed']} | "
                          f"{a['failed']} | {a['errors']} | {a['skipped']} | {r['wall_s']} |")
-        skipped = Counter(i["message"] for r in doc["references"] if not r["forced"] for i in r["items"]
-                          if i["outcome"] == "skipped")
+        skipped: dict[str, str] = {}
+        for r in doc["references"]:
+            for i in r["items"] if not r["forced"] else ():
+                if i["outcome"] == "skipped":
+                    why = i["message"].removeprefix("needs CUDA GPUs, found 0 (").rsplit(" [census", 1)[0]
+                    skipped.setdefault(i["problem"], why[:170] + ("..." if len(why) > 170 else ""))
         if skipped:
-            lines += ["", "Skipped (CPU eligibility runs), with the census's reason:", ""]
-            lines += [f"- {n} x {msg}" for msg, n in sorted(skipped.items(), key=lambda kv: -kv[1])]
+            lines += ["", f"Not run on CPU ({len(skipped)}; skipped in the eligibility runs with the census's reason):",
+                      "", "| reference | why |", "|---|---|"]
+            lines += [f"| {k} | {v} |" for k, v in sorted(skipped.items(), key=lambda kv: checkout.stem_key(kv[0][4:]))]
         lines.append("")
     if doc["solutions"]:
         lines += ["## (b) Published solutions against the checkout", "",
-                  "| folder | backend | files | paired (exact / published layout) | unpaired files | no_code for existing files "
-                  "| unsafe (multicast) | files calling forbidden APIs (barrier only) | routes |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| folder | backend | PKB, W | files | paired (exact / published layout) | unpaired files | no_code for existing files "
+                  "| unsafe (multicast) | files calling forbidden APIs: any / dist.barrier / barrier only | routes |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for m in doc["solutions"]:
             p = m.get("pairing") or {}
             st = m["static"]
             routes = ", ".join(f"{k} {v}" for k, v in sorted(m["routes"].items(), key=lambda kv: -kv[1]))
-            lines.append(f"| {m['folder']} | {m['backend']} | {st['files']} | {p.get('paired', '?')} "
+            lines.append(f"| {m['folder']} | {m['backend']} | {(m['pkb'] or {}).get('commit', '?')[:7]}, {m['world_size']} "
+                         f"| {st['files']} | {p.get('paired', '?')} "
                          f"({p.get('exact', '?')} / {p.get('renamed', '?')}) | {len(p.get('unpaired') or [])} | "
-                         f"{m['no_code_for_existing_files']} | {st['unsafe']} | {st['forbidden_calls']} "
-                         f"({st['barrier_only']}) | {routes} |")
+                         f"{m['no_code_for_existing_files']} | {st['unsafe']} | {st['forbidden_calls']} / {st['barrier']} / "
+                         f"{st['barrier_only']} | {routes} |")
+        lines += ["", "`no_code` counts references the folder has no file for (every file that exists paired). "
+                  "Other failures:", ""]
+        lines += [f"- {m['folder']}: {r['problem']} {r['route']}: {r['message']}" for m in doc["solutions"]
+                  for r in m["items"] if r["outcome"] == "failed" and r["failure"] not in ("unsafe", "no_code")] or ["- none"]
         unpaired = {m["folder"]: (m.get("pairing") or {}).get("unpaired") for m in doc["solutions"]}
         notes = [f"- {f}: " + "; ".join(u) for f, u in unpaired.items() if u]
         if notes:
