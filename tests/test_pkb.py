@@ -310,6 +310,12 @@ def test_adapter_pins_only_the_draws_that_decide_shapes(tmp_path, monkeypatch):
     assert len({tuple(c[1].shape) for c in calls}) == 1                    # the same shapes on every call
     assert all(torch.equal(c[0], calls[0][0]) for c in calls)              # lengths: pinned for the run
     assert len({c[1].float().sum().item() for c in calls}) == 6            # values: new every call
+    # in every run: new draws can repeat a sum by chance, so one probe is not proof that shapes are fixed
+    for run_seed in range(40):
+        fresh, _ = adapter.harness(str(pkb), 70)
+        got = {tuple(fresh(size, 0, 2, torch.Generator().manual_seed(run_seed * 10 + k), torch.device("cpu"),
+                           torch.bfloat16, shared_seed=run_seed * 10 + k)[1].shape) for k in range(4)}
+        assert len(got) == 1, run_seed
     # another run's first call pins other lengths (the secret seed decides them, not PKB's fixed seed)
     firsts = {tuple(adapter.harness(str(pkb), 70)[0](size, 0, 2, torch.Generator().manual_seed(s), torch.device("cpu"),
                                                      torch.bfloat16, shared_seed=s)[0].tolist()) for s in range(100, 104)}
