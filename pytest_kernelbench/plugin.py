@@ -19,7 +19,7 @@ from .protocol import JobSpec
 from .problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
 from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN
 from .fixtures import kb_candidate, kb_placement, kb_problem, kb_session  # noqa: F401 (fixtures)
-from .pkb import checkout as pkb_checkout
+from .pkb import checkout as pkb_checkout, pairing as pkb_pairing
 from .run import BenchRun, ReportWriter, identity, is_kb_nodeid, kb_home
 from .session import Settings, base_record, new_run_id
 from .testcase import test_problem
@@ -296,20 +296,8 @@ def _write_header(config: pytest.Config, run: BenchRun) -> None:
     if run.pkb:
         tr.write_line(f"kernelbench: ParallelKernelBench {run.pkb['checkout']['name']}, "
                       f"{pkb_checkout.describe(run.pkb['checkout'])}")
-        for line in _pairing_lines(run.pkb.get("solutions")):
+        for line in pkb_pairing.header_lines(run.pkb.get("solutions")):
             tr.write_line(f"kernelbench: {line}")
-
-
-def _pairing_lines(sols: dict | None) -> list[str]:
-    """--kb-solutions against the checkout: how its files paired, and every file that pairs with none."""
-    if not sols:
-        return []
-    head = f"--kb-solutions={sols['folder']}: {sols['paired']} files pair with a reference"
-    if sols["renamed"]:
-        head += f" ({sols['renamed']} by the names of PKB's published solutions)"
-    if not sols["unpaired"]:
-        return [head]
-    return [f"{head}; {len(sols['unpaired'])} pair with none (not run):", *(f"  {u}" for u in sols["unpaired"])]
 
 
 class ProblemFile(pytest.File):
@@ -396,26 +384,9 @@ def _collect_pkb(config: pytest.Config, reference: Path) -> None:
     reference/, collects those items only."""
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = []
-    config.args[:] = [_pkb_arg(a, reference) for a in config.args]
-    if not any(_inside(a.partition("::")[0], reference) for a in config.args):
+    config.args[:] = [pkb_checkout.collect_arg(a, reference) for a in config.args]
+    if not any(pkb_checkout.inside(a.partition("::")[0], reference) for a in config.args):
         config.args.append(str(reference))
-
-
-def _pkb_arg(arg: str, reference: Path) -> str:
-    """pkb/<stem>.py[::rest] (or pkb/<stem>) -> <checkout>/reference/<stem>.py[::rest]; anything else,
-    an existing local path included, as it is."""
-    path, sep, rest = arg.partition("::")
-    prefix = pkb_checkout.PREFIX + "/"
-    if not path.startswith(prefix) or Path(path).exists():
-        return arg
-    stem = path[len(prefix):].removesuffix(".py")
-    target = reference / f"{stem}.py"
-    return f"{target}{sep}{rest}" if target.is_file() else arg
-
-
-def _inside(path: str, reference: Path) -> bool:
-    p = Path(path).resolve()
-    return p == reference or reference in p.parents
 
 
 @pytest.hookimpl(tryfirst=True)

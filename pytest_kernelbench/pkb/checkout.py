@@ -115,6 +115,24 @@ def candidate_file(problem: Problem, directory: str | os.PathLike[str], backend:
     return pairing.candidate_file(directory, backend, problem.name)
 
 
+def collect_arg(arg: str, reference: Path) -> str:
+    """A command-line argument naming PKB items as node ids do, pkb/<stem>.py[::rest] (or pkb/<stem>),
+    -> <checkout>/reference/<stem>.py[::rest], which pytest collects; anything else, an existing
+    local path included, as it is."""
+    path, sep, rest = arg.partition("::")
+    prefix = PREFIX + "/"
+    if not path.startswith(prefix) or Path(path).exists():
+        return arg
+    stem = path[len(prefix):].removesuffix(".py")
+    target = reference / f"{stem}.py"
+    return f"{target}{sep}{rest}" if target.is_file() else arg
+
+
+def inside(path: str, reference: Path) -> bool:
+    p = Path(path).resolve()
+    return p == reference or reference in p.parents
+
+
 def reference_origin(problem: Problem) -> str:
     """Where a PKB item's reference comes from, without this machine's paths (records)."""
     return f"reference/{problem.name}.py"

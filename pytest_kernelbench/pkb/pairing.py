@@ -93,3 +93,16 @@ def pair(directory: str | Path, backend: str, references: list[str]) -> Pairing:
         else:
             out.unpaired.append(f"{name}: no reference {stem} in this checkout")
     return out
+
+
+def header_lines(summary: dict | None) -> list[str]:
+    """A Pairing.summary() (plus the folder's name) for the run's header: how the files paired, and
+    every file that pairs with none."""
+    if not summary:
+        return []
+    head = f"--kb-solutions={summary['folder']}: {summary['paired']} files pair with a reference"
+    if summary["renamed"]:
+        head += f" ({summary['renamed']} by the names of PKB's published solutions)"
+    if not summary["unpaired"]:
+        return [head]
+    return [f"{head}; {len(summary['unpaired'])} pair with none (not run):", *(f"  {u}" for u in summary["unpaired"])]
