@@ -11,7 +11,7 @@ os.environ.update({"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from pytest_kernelbench.worker.safety import MulticastGuard  # noqa: E402
+from pytest_kernelbench.rank.multicast import MulticastGuard  # noqa: E402
 
 guard = MulticastGuard()
 guard.install()

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, NoReturn
 import pytest
 
 from .candidates.files import CandidateError, NoCandidate, choose
+from .pkb import static
+from .pkb.checkout import is_pkb
 from .session import Skip, base_record
 
 if TYPE_CHECKING:
@@ -53,7 +55,24 @@ def kb_placement(request: pytest.FixtureRequest, kb_session: KBSession, kb_probl
     try:
         return kb_session.place(kb_problem)
     except Skip as e:
-        _skip(request, kb_problem, str(e))
+        _static_then_skip(request, kb_session, kb_problem, str(e))
+
+
+def _static_then_skip(request: pytest.FixtureRequest, session: KBSession, problem: Problem, reason: str) -> NoReturn:
+    """A PKB item that cannot run here still puts its candidate from --kb-solutions through the
+    cheap stages (pkb/static.py): a missing, unparsable or unsafe file fails as it would on GPUs,
+    so a CPU run gives the census; any other candidate skips with the item's reason."""
+    s = session.settings
+    candidate = None
+    if is_pkb(problem) and s.solutions:
+        candidate = choose(problem, "cuda", s.candidate, s.solutions, s.pkb_backend)
+        found = static.verdict(candidate, s.allow_multicast)
+        if found:
+            rec = base_record(problem, candidate, request.node.nodeid)
+            rec.update(outcome="failed", failure=found[0], message=found[1])
+            emit(request.node, rec)
+            pytest.fail(f"{found[0]}: {found[1]}", pytrace=False)
+    _skip(request, problem, reason, candidate)
 
 
 @pytest.fixture
@@ -81,4 +100,11 @@ def kb_candidate(request: pytest.FixtureRequest, kb_session: KBSession, kb_probl
     reason = kb_session.cpu_candidate_skip(kb_problem, kb_placement, candidate.is_reference)
     if reason:
         _skip(request, kb_problem, reason, candidate)
+    if kb_placement.device == "cpu" and is_pkb(kb_problem) and not candidate.is_reference:
+        # PKB's candidates are mostly CUDA/Triton: on a CPU item they skip (after the cheap stages)
+        found = static.verdict(candidate, s.allow_multicast)
+        if found:
+            candidate.failure = found            # recorded by run_item, before any launch
+        elif why := static.needs_cuda(candidate.source):
+            _skip(request, kb_problem, why, candidate)
     return candidate

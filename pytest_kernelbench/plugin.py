@@ -20,8 +20,8 @@ from .protocol import JobSpec
 from .problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
 from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN
 from .fixtures import kb_candidate, kb_placement, kb_problem, kb_session  # noqa: F401 (fixtures)
-from .pkb import checkout as pkb_checkout
-from .run import BenchRun, ReportWriter, identity, is_kb_nodeid, resumed_records
+from .pkb import checkout as pkb_checkout, pairing as pkb_pairing
+from .run import BenchRun, ReportWriter, identity, is_kb_nodeid, kb_home, resumed_records
 from .session import Settings, base_record, new_run_id
 from .testcase import test_problem
 
@@ -60,7 +60,8 @@ OPTIONS = [
     ("resume", str, None, "continue a cut-short run from its JSONL: finished items are not run again"),
     ("pkb", str, None, "a ParallelKernelBench checkout: its reference/<N>_<name>.py problems run as items "
      "pkb/<N>_<name> (alone, unless paths to collect are given too)"),
-    ("pkb-backend", str, "cuda", "cuda | triton: which PKB candidates --kb-solutions holds (<N>_<name>_<backend>.py)"),
+    ("pkb-backend", str, "cuda", "cuda | triton | parallelkittens: which PKB candidates --kb-solutions holds "
+     "(<N>_<name>_<backend>.py, or the names of PKB's published solutions)"),
     ("compare", str, None, "an earlier JSON report: print this run's per-item and aggregate deltas against it "
      "under the summary (kernelbench compare BASE NEW does the same from two reports)"),
     ("compare-fail", str, None, "with --kb-compare: fail the session on a regression, e.g. speedup:5%,pass (a speed "
@@ -165,12 +166,17 @@ def settings_from(config: pytest.Config) -> Settings:
         raise pytest.UsageError(f"--kb-launcher={v['launcher']!r}: expected fork or torchrun")
     if v["timing"] not in ("on", "off"):
         raise pytest.UsageError(f"--kb-timing={v['timing']!r}: expected on or off")
+    if v["pkb"]:
+        try:
+            v["pkb"] = str(pkb_checkout.check_checkout(v["pkb"]))
+        except pkb_checkout.CheckoutError as e:
+            raise pytest.UsageError(str(e)) from None
     if v["resume"]:
         if not Path(v["resume"]).is_file() or not v["resume"].endswith(".jsonl"):
             raise pytest.UsageError(f"--kb-resume={v['resume']}: not a .jsonl report of an earlier run")
         v["report"] = str(Path(v["resume"]).with_suffix(".json"))
     elif v["report"]:
-        path = Path(v["report"]) if Path(v["report"]).is_absolute() else Path(config.rootpath) / v["report"]
+        path = Path(v["report"]) if Path(v["report"]).is_absolute() else kb_home(config, v["pkb"]) / v["report"]
         taken = [p for p in (path, path.with_suffix(".jsonl")) if p.exists()]
         if taken:   # appending a second run's lines to a report mixes two runs: never silently
             raise pytest.UsageError(f"--kb-report={v['report']}: {taken[0]} already exists; continue that run with "
@@ -187,12 +193,8 @@ def settings_from(config: pytest.Config) -> Settings:
     _check_model_options(v)
     _check_compare(v)
     if v["pkb-backend"] not in pkb_checkout.BACKENDS:
-        raise pytest.UsageError(f"--kb-pkb-backend={v['pkb-backend']!r}: expected cuda or triton")
-    if v["pkb"]:
-        try:
-            v["pkb"] = str(pkb_checkout.check_checkout(v["pkb"]))
-        except pkb_checkout.CheckoutError as e:
-            raise pytest.UsageError(str(e)) from None
+        raise pytest.UsageError(f"--kb-pkb-backend={v['pkb-backend']!r}: expected {', '.join(pkb_checkout.BACKENDS[:-1])} "
+                                f"or {pkb_checkout.BACKENDS[-1]}")
     if v["allow-multicast"] and not hardware.multicast_supported():
         raise pytest.UsageError("--kb-allow-multicast: this machine reports no NVLink multicast support")
     # every option is the Settings field of the same name; two are parsed on the way
@@ -279,8 +281,12 @@ def _check_resume(settings: Settings, config: pytest.Config) -> None:
     if earlier is None:
         raise pytest.UsageError(f"--kb-resume={settings.resume}: its lines carry no run configuration "
                                 "(written by an older version): start a new run")
-    now = identity(settings, Path(config.rootpath))
+    now = identity(settings, kb_home(config, settings.pkb))
     for key, value in now.items():
+        if earlier.get(key) != value and key == "pkb" and earlier.get(key) and value:
+            raise pytest.UsageError(f"--kb-resume={settings.resume}: the earlier run used ParallelKernelBench "
+                                    f"{pkb_checkout.describe(earlier[key])}, this one {pkb_checkout.describe(value)}; "
+                                    "resume with the same PKB or start a new run")
         if earlier.get(key) != value:
             opt = "--kb-" + key.replace("_", "-")
             raise pytest.UsageError(f"--kb-resume={settings.resume}: the earlier run had {opt}={earlier.get(key)!r}, "
@@ -340,7 +346,13 @@ def _write_header(config: pytest.Config, run: BenchRun) -> None:
     missing = "" if any(x.startswith("landlock") for x in layers) else \
         " (no Landlock on this kernel: a candidate can read whatever its user can)"
     tr.write_line(f"kernelbench: isolation of candidates: {', '.join(layers)}{missing}")
-    tr.write_line(f"kernelbench: run {run.run_id}, candidate {run_label(run.settings)}, report {run.json_path}")
+    where = "no report (--collect-only)" if config.option.collectonly else f"report {run.json_path}"
+    tr.write_line(f"kernelbench: run {run.run_id}, candidate {run_label(run.settings)}, {where}")
+    if run.pkb:
+        tr.write_line(f"kernelbench: ParallelKernelBench {run.pkb['checkout']['name']}, "
+                      f"{pkb_checkout.describe(run.pkb['checkout'])}")
+        for line in pkb_pairing.header_lines(run.pkb.get("solutions")):
+            tr.write_line(f"kernelbench: {line}")
 
 
 class ProblemItem(pytest.Function):
@@ -397,7 +409,9 @@ class PkbSuite(pytest.Directory):
 
     def collect(self):
         for stem, problem in _pkb_problems(self.config):
-            yield PkbReference.from_parent(self, path=self.path / f"{stem}.py", problem=problem)
+            # node ids without this machine's paths, that pytest takes back: pkb/<stem>.py::test_problem[...]
+            yield PkbReference.from_parent(self, path=self.path / f"{stem}.py", problem=problem,
+                                           nodeid=f"{pkb_checkout.PREFIX}/{stem}.py")
 
 
 class PkbReference(pytest.File):
@@ -418,19 +432,23 @@ class PkbReference(pytest.File):
 
 
 def _pkb_problems(config: pytest.Config) -> list:
-    settings = config.pluginmanager.get_plugin(RUN_PLUGIN).settings
+    run = config.pluginmanager.get_plugin(RUN_PLUGIN)
+    settings = run.settings
     if not settings.pkb:
         return []
-    cache = Path(config.rootpath) / (settings.cache_dir or ".kb-cache")
+    cache = run.rootdir / (settings.cache_dir or ".kb-cache")
     return pkb_checkout.load_problems(Path(settings.pkb), cache)
 
 
 def _collect_pkb(config: pytest.Config, reference: Path) -> None:
     """The checkout's reference/ folder is one more path to collect; without paths given on the
-    command line it is the only one (the PKB suite alone, not testpaths as well)."""
+    command line it is the only one (the PKB suite alone, not testpaths as well). An argument that
+    names PKB items, as node ids do (pkb/<N>_<name>.py[::test_problem[...]]) or as a path inside
+    reference/, collects those items only."""
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = []
-    if not any(Path(a.partition("::")[0]).resolve() == reference for a in config.args):
+    config.args[:] = [pkb_checkout.collect_arg(a, reference) for a in config.args]
+    if not any(pkb_checkout.inside(a.partition("::")[0], reference) for a in config.args):
         config.args.append(str(reference))
 
 

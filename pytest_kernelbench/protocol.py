@@ -3,7 +3,7 @@ sides import it (the ranks before torch), and `python -c "import pytest_kernelbe
 works anywhere.
 
 - `Failure` and `Outcome`: every category a record can carry, used by every producer and by the
-  metrics.
+  metrics; `RULES`, the checks stricter than ParallelKernelBench's that a failure may name.
 - `JobSpec` (with `TimingSpec`): what one torchrun job runs, written as job.json by the launcher
   and read by every rank; one set of defaults, unknown fields refused.
 - The job folder's layout (`JobLayout`), the done mark that makes a result trusted, the heartbeat
@@ -59,6 +59,27 @@ class Failure(str, enum.Enum):
 
 CANDIDATE_FAILURES = tuple(f.value for f in Failure if f not in (Failure.API_ERROR, Failure.INVALID_PROBLEM,
                                                                      Failure.HARNESS_ERROR))
+
+# Rules stricter than ParallelKernelBench's own check (allclose after a cast to float, dtype and
+# barriers free): a failure message caused only by one of them ends with "(rule: <name>)", and
+# the item's record carries it as record["rule"], so PKB-comparable numbers can be read off a report.
+RULES = {
+    "exact_integers": "integer and bool outputs must match exactly (PKB: allclose at the tolerance)",
+    "dtype": "output dtypes must match the reference's (PKB: compares values only)",
+    "forbidden_barrier": "dist.barrier() is a forbidden collective (PKB's prompt example calls it)",
+}
+
+
+def tagged(message: str, rule: str) -> str:
+    return f"{message} (rule: {rule})"
+
+
+def rule_of(message: str | None) -> str | None:
+    """The rule a failure message says it failed only by, if any."""
+    if message and message.endswith(")") and "(rule: " in message:
+        name = message.rsplit("(rule: ", 1)[1][:-1]
+        return name if name in RULES else None
+    return None
 
 
 class SpecError(ValueError):

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -166,9 +167,14 @@ def _note(i: dict, width: int = 90) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
+def natural_key(text: str) -> tuple:
+    """Numbers inside ids compare as numbers: pkb/2_allgather before pkb/10_embedding_lookup."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
 def table(items: list[dict]) -> list[str]:
     rows: list[tuple[str, ...]] = [("problem", "W", "dev", "candidate", "outcome", "speedup [noise band]", "verdict", "roof%", "wall s", "note")]
-    for i in sorted(latest_by_item(items), key=lambda i: (i.get("problem") or "", i.get("sample") or 0)):
+    for i in sorted(latest_by_item(items), key=lambda i: (natural_key(i.get("problem") or ""), i.get("sample") or 0)):
         outcome = i["outcome"] if i["outcome"] not in ("failed", "error") else f"{i['outcome']}:{i.get('failure')}"
         roof = (i.get("roofline") or {}).get("candidate")
         name = str(i.get("problem") or i.get("nodeid"))

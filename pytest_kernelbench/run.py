@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from . import hardware, report
+from .pkb import checkout as pkb_checkout, pairing
 from .session import KBSession, Settings, base_record
 from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN  # noqa: F401 (RUN_PLUGIN re-exported)
 
@@ -46,10 +47,36 @@ def is_kb_nodeid(nodeid: str) -> bool:
 
 def identity(settings: Settings, rootdir: Path) -> dict:
     out = {k: getattr(settings, k) for k in IDENTITY}
-    for key in ("solutions", "pkb"):
-        if out[key]:
-            out[key] = str((rootdir / out[key]).resolve())
+    if out["solutions"]:
+        out["solutions"] = str((rootdir / out["solutions"]).resolve())
+    if out["pkb"]:       # which PKB, not where: the same checkout at two paths is one setting
+        out["pkb"] = pkb_checkout.fingerprint(str(Path(out["pkb"]).resolve()))
     return json.loads(json.dumps(out))
+
+
+def kb_home(config: pytest.Config, pkb: str | None) -> Path:
+    """Where the run writes (reports, caches): pytest's rootdir, unless a path inside the --kb-pkb
+    checkout given to collect moved it there; then the folder pytest was started in, so that
+    nothing is written into the user's PKB clone."""
+    root = Path(config.rootpath)
+    if pkb and (root == Path(pkb) or Path(pkb) in root.parents):
+        return Path(config.invocation_params.dir)
+    return root
+
+
+def pkb_facts(settings: Settings) -> dict | None:
+    """What the report says about the PKB run: the checkout (commit, hashes, folder name) and, with
+    --kb-solutions, how its files paired with the references (files that pair with none listed)."""
+    if not settings.pkb:
+        return None
+    root = Path(settings.pkb)
+    facts: dict = {"checkout": {"name": root.name, **pkb_checkout.fingerprint(str(root))},
+                   "backend": settings.pkb_backend}
+    if settings.solutions:
+        stems = [p.stem for p in pkb_checkout.references(root)]
+        facts["solutions"] = {"folder": Path(settings.solutions).name,
+                              **pairing.pair(settings.solutions, settings.pkb_backend, stems).summary()}
+    return facts
 
 
 class BenchRun:
@@ -58,8 +85,9 @@ class BenchRun:
         self.settings = settings
         self.run_id = run_id
         self.nonce = nonce
-        self.rootdir = Path(config.rootpath)
+        self.rootdir = kb_home(config, settings.pkb)
         self.identity = identity(settings, self.rootdir)
+        self.pkb = pkb_facts(settings)
         self._machine: dict | None = None
         self._session: KBSession | None = None
         path = Path(settings.report) if settings.report else Path("reports") / f"{run_id}.json"
@@ -205,6 +233,8 @@ class ReportWriter:
         args = list(session.config.invocation_params.args)
         config = {"run_id": self.run.run_id, "nonce": self.run.nonce, "settings": asdict(self.run.settings),
                   "identity": self.run.identity, "args": args}
+        if self.run.pkb:
+            config["pkb"] = self.run.pkb
         self.interrupted = self._interrupted(exitstatus, args)
         self.doc = report.write_json(self.run.json_path, self.run.machine, config, items, self.interrupted)
         if self.run.settings.compare:

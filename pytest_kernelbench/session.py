@@ -22,7 +22,7 @@ from .candidates import copies
 from .gpus import GpuPool
 from .rankserver import RankServer
 from .pkb.checkout import is_pkb
-from .protocol import JobLayout, JobSpec, TimingSpec
+from .protocol import JobLayout, JobSpec, TimingSpec, rule_of
 from .problem import size_names
 
 if TYPE_CHECKING:
@@ -275,6 +275,8 @@ class KBSession:
                       isolation=result.get("isolation"),
                       killed_strays=outcome.killed, log_tail=outcome.log_tail or None,
                       rank_phases=outcome.rank_phases if outcome.category == "timeout" else None)
+        if rule_of(outcome.message) and outcome.status == "failed":
+            record["rule"] = rule_of(outcome.message)    # failed only by a rule stricter than PKB's (protocol.RULES)
         ceilings = self.machine.get("ceilings") if placement.device == "cuda" else {}
         record.update(roofline.annotate(sizes, ceilings or {}))
         if placement.device != "cuda":

@@ -1,7 +1,9 @@
 """A tiny ParallelKernelBench-format tree for the tests: our own imitation of PKB's layout
 (reference/<N>_<name>.py with solution(), utils/input_output_tensors.py with create_input_tensor()
-seeding the global RNG PKB's way), never PKB's files. Its stems reuse PKB's numbers so that the
-taxonomy applies: 1, 3, 5, 6, 7, 8 run on gloo; 13 is CUDA only; 4 is broken (no solution())."""
+seeding the global RNG PKB's way), never PKB's files. Its stems reuse PKB's names so that the
+taxonomy and the CPU census (pytest_kernelbench/pkb/eligibility.py) apply: 1, 3, 5-8, 12, 18, 70
+run on gloo; 19 is CUDA only; 4 is broken (no solution()). Candidates are in PKB's layout, two of
+them under the names PKB's published solutions use (12_gemm_allgather, 18_rms_norm)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,9 +31,16 @@ def create_input_tensor(rank, world_size, problem_id, base_shape, dtype, trial=0
         return (torch.randn((world_size * M, N), dtype=dtype, device=dev),)
     if problem_id == 8:
         return (torch.full((world_size, M, N), float(rank), dtype=dtype, device=dev),)
-    if problem_id == 13:
+    if problem_id == 12:
         _seed(problem_id, rank, trial)
-        return (torch.randn((M, 64), dtype=dtype, device=dev), torch.randn((64, N), dtype=dtype, device=dev))
+        return (torch.randn((M, 16), dtype=dtype, device=dev), torch.randn((16, N), dtype=dtype, device=dev))
+    if problem_id in (18, 19):
+        _seed(problem_id, rank, trial)
+        return (torch.randn((M, N), dtype=dtype, device=dev),)
+    if problem_id == 70:                 # shapes drawn at random, as PKB's 70: values sized by sum(lengths)
+        _seed(problem_id, rank, trial)
+        lengths = torch.randint(1, 9, (8,), device=dev)
+        return (lengths, torch.randn((int(lengths.sum().item()),), dtype=dtype, device=dev))
     if problem_id == 20:                 # data every rank shares (a rank-free seed), then its own
         _seed(problem_id, 0, trial)
         shared = torch.randn((4, 8), dtype=dtype, device=dev)
@@ -114,13 +123,36 @@ def solution(tensor):
     dist.all_to_all_single(out, tensor)
     return out
 ''',
-    "13_gemm_allreduce": '''import torch.distributed as dist
+    "12_allgather_gemm": '''import torch
+import torch.distributed as dist
 
 
 def solution(a, b):
-    out = a @ b
-    dist.all_reduce(out)
-    return out
+    parts = [torch.empty_like(a) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, a)
+    return torch.cat(parts) @ b
+''',
+    "18_tp_rms_norm": '''import torch
+import torch.distributed as dist
+
+
+def solution(x):
+    sq = x.float().pow(2).sum(-1, keepdim=True)
+    dist.all_reduce(sq)
+    return (x.float() * torch.rsqrt(sq / (x.shape[-1] * dist.get_world_size()) + 1e-6)).to(x.dtype)
+''',
+    "19_blocked_fp8_quantize": '''def solution(x):
+    return (x * 2).contiguous()
+''',
+    "70_torchrec_kjt_all2all": '''import torch
+import torch.distributed as dist
+
+
+def solution(lengths, values):
+    segment = torch.repeat_interleave(torch.arange(lengths.numel()), lengths)
+    sums = torch.zeros(lengths.numel()).index_add_(0, segment, values.float())
+    dist.all_reduce(sums)
+    return sums.to(values.dtype)
 ''',
 }
 
@@ -213,8 +245,61 @@ def solution(tensor):
         r.wait()
     return out
 '''
+# published-layout name of 12: right, but for a dist.barrier() (PKB's prompt example has one)
+BARRIER = '''import torch
+import torch.distributed as dist
+
+
+def solution(a, b):
+    rank, world = dist.get_rank(), dist.get_world_size()
+    parts = [None] * world
+    parts[rank] = a
+    reqs = [dist.isend(a, p) for p in range(world) if p != rank]
+    for p in range(world):
+        if p != rank:
+            parts[p] = torch.empty_like(a)
+            dist.recv(parts[p], p)
+    for r in reqs:
+        r.wait()
+    dist.barrier()
+    return torch.cat(parts) @ b
+'''
+# published-layout name of 18: a CUDA extension (skipped on a CPU item, not run into CUDA_HOME errors)
+CUDA_EXTENSION = '''from utils.cuda_helpers import compile_cuda_extension
+
+_ext = None
+
+
+def solution(x):
+    global _ext
+    if _ext is None:
+        _ext = compile_cuda_extension("rms", "__global__ void k() {}")
+    return _ext.rms(x)
+'''
+BROKEN = '''def solution(x)
+    return x
+'''
+# 70: the segment sums with a point-to-point exchange in place of the all_reduce
+SEGMENTS = '''import torch
+import torch.distributed as dist
+
+
+def solution(lengths, values):
+    segment = torch.repeat_interleave(torch.arange(lengths.numel()), lengths)
+    sums = torch.zeros(lengths.numel()).index_add_(0, segment, values.float())
+    rank, world = dist.get_rank(), dist.get_world_size()
+    total, buf = sums.clone(), torch.empty_like(sums)
+    for step in range(1, world):
+        req = dist.isend(sums, (rank + step) % world)
+        dist.recv(buf, (rank - step) % world)
+        req.wait()
+        total += buf
+    return total.to(values.dtype)
+'''
 CANDIDATES = {"1_allreduce": RING, "3_broadcast": PRECOMPUTED, "5_scatter": MULTICAST, "6_gather": GATHER,
-              "7_reducescatter": COLLECTIVE, "8_alltoall": HANGS}
+              "7_reducescatter": COLLECTIVE, "8_alltoall": HANGS, "12_gemm_allgather": BARRIER,
+              "18_rms_norm": CUDA_EXTENSION, "19_blocked_fp8_quantize": BROKEN, "70_torchrec_kjt_all2all": SEGMENTS,
+              "99_no_such_problem": RING}
 
 
 def make_checkout(root: Path) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..pkb.checkout import candidate_path as pkb_candidate_path, is_pkb
+from ..pkb.checkout import candidate_file as pkb_candidate_file, is_pkb, reference_origin
 from . import Candidate
 
 if TYPE_CHECKING:
@@ -29,8 +29,8 @@ def parse_mode(value: str) -> tuple[str, str | None]:
 
 
 def reference(problem: Problem) -> Candidate:
-    return Candidate("reference", "self-check", problem.reference_path.read_text(),
-                     origin=str(problem.reference_path), is_reference=True)
+    origin = reference_origin(problem) if is_pkb(problem) else str(problem.reference_path)
+    return Candidate("reference", "self-check", problem.reference_path.read_text(), origin=origin, is_reference=True)
 
 
 def shipped(problem: Problem, device: str, name: str | None, strict: bool) -> Candidate | None:
@@ -58,16 +58,21 @@ def from_directory(problem: Problem, directory: Path, pkb_backend: str = "cuda")
     suffix = Path(problem.template).suffix if problem.kind == "native" else ".py"
     path = Path(directory) / problem.category / f"{problem.name}{suffix}"
     expected = f"<dir>/{problem.category}/{problem.name}{suffix}"
-    if is_pkb(problem):         # ParallelKernelBench's layout: <dir>/<N>_<name>_<backend>.py
-        path = pkb_candidate_path(problem, directory, pkb_backend)
+    origin, meta, given = str(path), {}, str(directory)
+    if is_pkb(problem):         # ParallelKernelBench's layout: <dir>/<N>_<name>_<backend>.py (pkb/pairing.py)
+        path, how = pkb_candidate_file(problem, directory, pkb_backend)
         expected = f"<dir>/{path.name}"
+        origin = f"{Path(directory).name}/{path.name}"      # records carry no path of this machine
+        meta, given = ({"paired_by": how} if how else {}), Path(directory).name
     label = f"dir:{Path(directory).name}"
     if not path.is_file():
         # a failure of this candidate set (no_code), counted like any other, never an error
-        return Candidate("dir", label, None, origin=str(path), failure=(
-            "no_code", f"{path}: no candidate for {problem.id} in --kb-solutions={directory} (expected {expected})"))
+        return Candidate("dir", label, None, origin=origin, failure=(
+            "no_code", f"{origin}: no candidate for {problem.id} in --kb-solutions={given} "
+                       f"(expected {expected})"))
     source = path.read_text()
-    return Candidate("dir", label, source, origin=str(path), failure=python_syntax(source, path) if suffix == ".py" else None)
+    return Candidate("dir", label, source, origin=origin, meta=meta,
+                     failure=python_syntax(source, origin) if suffix == ".py" else None)
 
 
 def python_syntax(source: str, path: Path | str) -> tuple[str, str] | None:

@@ -10,29 +10,41 @@ What comes from PKB (run_local.py's defaults): bfloat16, --m/--n 1024 (the size 
 atol = rtol = 1e-2. What is ours: the item's tags (taxonomy.py), a `tiny` size for CPU and a
 `large` one where PKB's generator scales with M and N, forbid = collectives and ready-made
 symm_mem ops, the in-place flag (read from the reference's code), world sizes 2, 4, 8.
+
+Which references run on CPU (gloo), and at which `tiny`, is evidence, not a guess: eligibility.py,
+written by bench/pkb_census.py from a census that ran every reference on gloo; a reference it does
+not list (another PKB version) is CUDA only, saying so. KB_PKB_CPU=all puts every reference on
+CPU (the census's own runs).
+
+`fingerprint()` is what identifies a checkout in reports and for --kb-resume: its commit and the
+hashes of its generator and references, never its path.
 """
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 import re
+import subprocess
 from pathlib import Path
 
 from ..problem import Problem, ProblemError
 from ..protocol import atomic_write
-from . import taxonomy
+from . import eligibility, pairing, taxonomy
 
 PREFIX = "pkb"                     # item ids are pkb/<N>_<name>
 STEM = re.compile(r"^(\d+)_\w+$")
 GENERATOR = Path("utils") / "input_output_tensors.py"
-BACKENDS = ("cuda", "triton")
-SIZES = {"tiny": {"m": 128, "n": 128}, "default": {"m": 1024, "n": 1024}, "large": {"m": 4096, "n": 4096}}
+BACKENDS = ("cuda", "triton", "parallelkittens")
+# tiny: the smallest M, N PKB's generators take (their branches floor at M // 64 = 1); an item whose
+# census found it needs more has its own (eligibility.py)
+SIZES = {"tiny": {"m": 64, "n": 64}, "default": {"m": 1024, "n": 1024}, "large": {"m": 4096, "n": 4096}}
 TOLERANCE = {"atol": 1e-2, "rtol": 1e-2}
 DTYPE = "bfloat16"
 FORBID = ("collectives", "symm_mem_ops")
 WORLD_SIZES = (2, 4, 8)
-CPU_NOTE = "ParallelKernelBench problems are written for NCCL; this one is not known to run on gloo"
+FORCE_CPU = "KB_PKB_CPU"           # =all: every reference on CPU too (bench/pkb_census.py's runs)
 # dist.* calls that write their first argument
 WRITES_FIRST = frozenset({"all_reduce", "all_reduce_coalesced", "broadcast", "reduce", "recv", "irecv", "scatter",
                           "all_gather", "all_gather_into_tensor", "_all_gather_base", "reduce_scatter",
@@ -57,10 +69,16 @@ class CheckoutError(Exception):
     """--kb-pkb names no PKB checkout; str() is the one-line usage error."""
 
 
+def stem_key(stem: str) -> tuple[int, str]:
+    """PKB's order: by problem number, then name (pkb/2_... before pkb/10_...)."""
+    m = STEM.match(stem)
+    return (int(m.group(1)) if m else 1 << 30, stem)
+
+
 def references(root: Path) -> list[Path]:
     ref = root / "reference"
     found = [p for p in ref.glob("*.py") if STEM.match(p.stem)] if ref.is_dir() else []
-    return sorted(found, key=lambda p: (int(STEM.match(p.stem).group(1)), p.stem))
+    return sorted(found, key=lambda p: stem_key(p.stem))
 
 
 def check_checkout(path: str) -> Path:
@@ -91,9 +109,33 @@ def is_pkb(problem: Problem) -> bool:
     return problem.id.startswith(PREFIX + "/")
 
 
-def candidate_path(problem: Problem, directory: str | os.PathLike[str], backend: str) -> Path:
-    """PKB's layout of a candidate directory: <N>_<name>_<backend>.py."""
-    return Path(directory) / f"{problem.name}_{backend}.py"
+def candidate_file(problem: Problem, directory: str | os.PathLike[str], backend: str) -> tuple[Path, str | None]:
+    """PKB's layout of a candidate directory: <N>_<name>_<backend>.py, or the name PKB's published
+    solutions gave it (pairing.py). (path, how it paired; None: no file, the path expected)."""
+    return pairing.candidate_file(directory, backend, problem.name)
+
+
+def collect_arg(arg: str, reference: Path) -> str:
+    """A command-line argument naming PKB items as node ids do, pkb/<stem>.py[::rest] (or pkb/<stem>),
+    -> <checkout>/reference/<stem>.py[::rest], which pytest collects; anything else, an existing
+    local path included, as it is."""
+    path, sep, rest = arg.partition("::")
+    prefix = PREFIX + "/"
+    if not path.startswith(prefix) or Path(path).exists():
+        return arg
+    stem = path[len(prefix):].removesuffix(".py")
+    target = reference / f"{stem}.py"
+    return f"{target}{sep}{rest}" if target.is_file() else arg
+
+
+def inside(path: str, reference: Path) -> bool:
+    p = Path(path).resolve()
+    return p == reference or reference in p.parents
+
+
+def reference_origin(problem: Problem) -> str:
+    """Where a PKB item's reference comes from, without this machine's paths (records)."""
+    return f"reference/{problem.name}.py"
 
 
 def markers(problem: Problem) -> list[str]:
@@ -123,10 +165,10 @@ def problem_for(root: Path, ref: Path, base: Path, branches: dict[int, set[str]]
     try:
         tree = ast.parse(ref.read_text(), filename=str(ref))
     except SyntaxError as e:
-        raise ProblemError(ref, f"syntax error at line {e.lineno}: {e.msg}") from None
+        raise ProblemError(Path("reference", ref.name), f"syntax error at line {e.lineno}: {e.msg}") from None
     fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "solution"), None)
-    if fn is None:
-        raise ProblemError(ref, "missing function 'solution()'")
+    if fn is None:       # named inside the checkout: records carry no path of this machine
+        raise ProblemError(Path("reference", ref.name), "missing function 'solution()'")
     number = int(STEM.match(stem).group(1))
     category, tags, facts = taxonomy.entry(stem)
     folder = base / PREFIX / stem
@@ -141,15 +183,62 @@ def problem_for(root: Path, ref: Path, base: Path, branches: dict[int, set[str]]
         sizes["large"] = dict(SIZES["large"])
     imports = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imports |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    cpu = bool(facts.get("cpu"))
+    cpu, cpu_note, tiny = cpu_facts(stem)
+    if tiny:
+        sizes["tiny"] = dict(tiny)
     return Problem(
         root=base, path=folder, title=f"ParallelKernelBench {stem}", description=DESCRIPTION.format(stem=stem),
         category=category, parallelism=tags, difficulty=None,     # PKB has no difficulty levels
         libraries=("nccl", "triton") if "triton" in imports else ("nccl",),
         world_sizes=tuple(facts.get("world_sizes", WORLD_SIZES)), devices=("cpu", "cuda") if cpu else ("cuda",),
         dtype=DTYPE, sizes=sizes, forbid=FORBID, inplace=bool(facts.get("inplace", writes_inputs(fn))),
-        tolerance=dict(TOLERANCE), timeout_s=facts.get("timeout_s"), cpu_note=None if cpu else CPU_NOTE,
+        tolerance=dict(TOLERANCE), timeout_s=facts.get("timeout_s"), cpu_note=cpu_note,
         no_cpu_candidate=None, protected=(root / "reference", root / "utils"))
+
+
+def cpu_facts(stem: str) -> tuple[bool, str | None, dict | None]:
+    """(runs on CPU, why not, its own tiny size) from the census (eligibility.py)."""
+    known = eligibility.CPU.get(stem)
+    if os.environ.get(FORCE_CPU) == "all":
+        return True, None, (known or {}).get("tiny")
+    if known is None:
+        return False, (f"not in the CPU census of ParallelKernelBench {eligibility.PKB['commit'][:7]}, so not known "
+                       "to run on gloo"), None
+    if known.get("reason"):
+        return False, known["reason"], None
+    return True, None, known.get("tiny")
+
+
+@functools.lru_cache(maxsize=8)
+def fingerprint(root: str) -> dict:
+    """What identifies a checkout (reports, --kb-resume): its git commit (None outside git) and the
+    sha256 of its generator and of its references (names and contents), never its path."""
+    path = Path(root)
+    refs = hashlib.sha256()
+    for ref in references(path):
+        refs.update(f"{ref.name}\0{hashlib.sha256(ref.read_bytes()).hexdigest()}\n".encode())
+    try:
+        generator = hashlib.sha256((path / GENERATOR).read_bytes()).hexdigest()
+    except OSError:
+        generator = None
+    try:
+        proc = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        top, _, head = proc.stdout.strip().partition("\n")
+        # the checkout's own repository only (a copy inside another one has no commit of its own)
+        commit = head if proc.returncode == 0 and Path(top).resolve() == path.resolve() else None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"commit": commit, "generator_sha256": generator, "references_sha256": refs.hexdigest()}
+
+
+def describe(facts: object) -> str:
+    """A fingerprint in a line, for people."""
+    if not isinstance(facts, dict):
+        return repr(facts)          # a report of an older version: the checkout's path
+    commit = str(facts["commit"])[:12] if facts.get("commit") else "(no git commit)"
+    return (f"commit {commit} (generator {str(facts.get('generator_sha256'))[:12]}, "
+            f"references {str(facts.get('references_sha256'))[:12]})")
 
 
 def _link(link: Path, target: Path) -> None:

@@ -3,11 +3,12 @@
 PKB files its problems by number and name only. Here each reference stem gets: a category of ours
 (p2p collective ep fusion utility), the parallelism it exercises in PKB's taxonomy terms (tp sp cp
 dp fsdp ep pp, or non_llm for its non-LLM workloads), and, where we know it, extra facts:
-`cpu` (the reference runs on gloo: checked for the primitives only), `cost` (a roofline model by
+`cost` (a roofline model by
 name, see COSTS; items without one report no roofline rather than a wrong one), `inplace` (forces
 the in-place check either way; otherwise it is read from the reference's code), `large` (False:
 no size above PKB's default, the generator's inputs grow too fast). A stem missing here (another
-PKB version, a test fixture) gets DEFAULT: CUDA only, no tags beyond `pkb`.
+PKB version, a test fixture) gets DEFAULT: no tags beyond `pkb`. Where a reference runs on
+CPU is not here but in eligibility.py (the census's evidence).
 """
 from __future__ import annotations
 
@@ -15,15 +16,15 @@ DEFAULT = ("utility", ())
 
 # stem: (category, parallelism tags[, facts])
 TAXONOMY: dict[str, tuple] = {
-    "1_allreduce": ("collective", ("dp",), {"cpu": True, "cost": "all_reduce"}),
+    "1_allreduce": ("collective", ("dp",), {"cost": "all_reduce"}),
     "2_allgather": ("collective", ("tp", "fsdp"), {"cost": "all_gather"}),   # 3-D all_gather_into_tensor: not on gloo
-    "3_broadcast": ("collective", ("dp",), {"cpu": True, "cost": "broadcast"}),
+    "3_broadcast": ("collective", ("dp",), {"cost": "broadcast"}),
     # non-root outputs of dist.reduce are the backend's scratch: not compared on gloo
     "4_reduce": ("collective", ("dp",), {"cost": "reduce"}),
-    "5_scatter": ("collective", (), {"cpu": True, "cost": "scatter"}),
-    "6_gather": ("collective", (), {"cpu": True, "cost": "gather"}),
-    "7_reducescatter": ("collective", ("tp", "fsdp"), {"cpu": True, "cost": "reduce_scatter"}),
-    "8_alltoall": ("collective", ("ep", "sp"), {"cpu": True, "cost": "all_to_all"}),
+    "5_scatter": ("collective", (), {"cost": "scatter"}),
+    "6_gather": ("collective", (), {"cost": "gather"}),
+    "7_reducescatter": ("collective", ("tp", "fsdp"), {"cost": "reduce_scatter"}),
+    "8_alltoall": ("collective", ("ep", "sp"), {"cost": "all_to_all"}),
     "9_layernorm_backward": ("fusion", ("sp",)),
     "10_embedding_lookup": ("utility", ("tp",)),
     "11_allgather_gemm_AT": ("fusion", ("tp",)),

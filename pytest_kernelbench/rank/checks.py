@@ -23,7 +23,7 @@ Verdict = dict
 def check_call(out: Any, expected: Any, cand_in: tuple, ref_in: tuple, pristine: tuple, tolerance: dict, inplace: bool,
                harness_check: Callable | None = None) -> tuple[str | None, str | None, float]:
     """(category, message, max abs error) of one candidate call against the reference."""
-    msg = compare.structure(out, expected)
+    msg = compare.structure(out, expected, tol=tolerance)
     err = 0.0
     if msg is None and harness_check is not None:
         try:

@@ -2,14 +2,77 @@
 tolerance; and the contract around them (inputs untouched, outputs not aliasing inputs).
 
 Every function returns None when fine, else one readable line saying what and where.
+
+Layouts: a sparse tensor (COO, CSR/CSC/BSR/BSC) is compared as its dense value, checked bit for bit
+through the dense tensors it is made of (indices and values, `parts`), and refilled in place part by
+part. Complex tensors are compared as complex (|out - expected| against the tolerance).
+
+Rules stricter than ParallelKernelBench's own comparison (allclose after a cast to float, any dtype):
+a message that fails only because of one of them ends with "(rule: <name>)" (protocol.RULES names
+them), so that PKB-comparable numbers can be read off a report.
 """
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
+
+from ..protocol import RULES, rule_of, tagged  # noqa: F401 (rule_of, RULES: the rules' one home)
+
+_COMPRESSED = {torch.sparse_csr: ("crow_indices", "col_indices"), torch.sparse_csc: ("ccol_indices", "row_indices"),
+               torch.sparse_bsr: ("crow_indices", "col_indices"), torch.sparse_bsc: ("ccol_indices", "row_indices")}
+
+
+def forbidden_rule(calls: Iterable[str]) -> str | None:
+    """"forbidden_barrier" when every forbidden call counted is a barrier (guards.py's labels)."""
+    names = list(calls)
+    return "forbidden_barrier" if names and all("barrier" in n for n in names) else None
+
+
+def parts(t: torch.Tensor) -> list[torch.Tensor]:
+    """The strided tensors that hold `t`'s data: itself when dense; indices and values when sparse
+    (what bit-for-bit checks, storage identity and in-place refills work on). Another layout is
+    represented by its dense value (a copy: it has no storage of its own to compare)."""
+    if t.layout == torch.strided:
+        return [t]
+    if t.layout == torch.sparse_coo:
+        return [t._indices(), t._values()]
+    if t.layout in _COMPRESSED:
+        a, b = _COMPRESSED[t.layout]
+        return [getattr(t, a)(), getattr(t, b)(), t.values()]
+    return [t.to_dense()]
+
+
+def dense(t: torch.Tensor) -> torch.Tensor:
+    return t if t.layout == torch.strided else t.to_dense()
+
+
+def _storage_ptrs(t: torch.Tensor) -> list[int]:
+    ptrs = []
+    for p in parts(t):
+        try:
+            storage = p.untyped_storage()
+        except (NotImplementedError, RuntimeError):     # a tensor without storage (meta, functional wrappers)
+            continue
+        if storage.nbytes() > 0:
+            ptrs.append(storage.data_ptr())
+    return ptrs
+
+
+def _same_bits(n: object, b: torch.Tensor) -> bool:
+    """`n` is `b` bit for bit (NaNs equal), whatever the layout."""
+    if not isinstance(n, torch.Tensor) or n.shape != b.shape or n.dtype != b.dtype or n.layout != b.layout:
+        return False
+    pn, pb = parts(n), parts(b)
+    return len(pn) == len(pb) and all(x.shape == y.shape and _equal_nan(x, y) for x, y in zip(pn, pb))
+
+
+def _equal_nan(n: torch.Tensor, b: torch.Tensor) -> bool:
+    if bool(torch.equal(n, b)):
+        return True
+    return (b.is_floating_point() or b.is_complex()) and bool(((n == b) | (torch.isnan(n) & torch.isnan(b))).all())
 
 
 def leaves(obj: Any, prefix: str = "out"):
@@ -38,56 +101,108 @@ def clone(obj: Any) -> Any:
 
 
 def refill(dst: Any, src: Any, where: str = "inputs"):
-    """Copy fresh values into existing tensors (same pointers, new data)."""
+    """Copy fresh values into existing tensors (same pointers, new data; a sparse tensor part by
+    part, so its indices and values keep their storage too)."""
     if isinstance(dst, torch.Tensor):
-        if not isinstance(src, torch.Tensor) or src.shape != dst.shape or src.dtype != dst.dtype:
+        same = isinstance(src, torch.Tensor) and src.shape == dst.shape and src.dtype == dst.dtype \
+            and src.layout == dst.layout
+        if same and dst.layout != torch.strided:
+            pd, ps = parts(dst), parts(src)
+            same = len(pd) == len(ps) and all(d.shape == s.shape for d, s in zip(pd, ps))
+        if not same:
             raise RuntimeError(f"harness.inputs() must return the same shapes for a size and rank; {where} changed "
-                               f"from {tuple(dst.shape)} to {tuple(getattr(src, 'shape', ()))}")
-        dst.copy_(src)
+                               f"from {_describe(dst)} to {_describe(src)}")
+        if dst.layout == torch.strided:
+            dst.copy_(src)
+            return
+        for d, s in zip(parts(dst), parts(src)):
+            d.copy_(s)
+        if dst.layout == torch.sparse_coo:
+            dst._coalesced_(src.is_coalesced())
     elif isinstance(dst, (tuple, list)):
         for i, (d, s) in enumerate(zip(dst, src)):
             refill(d, s, f"{where}[{i}]")
 
 
-def structure(out: Any, expected: Any, path: str = "out") -> str | None:
+def _describe(t: object) -> str:
+    if not isinstance(t, torch.Tensor):
+        return type(t).__name__
+    shape = tuple(t.shape)
+    if t.layout == torch.strided:
+        return f"{shape}"
+    nnz = f", {t._nnz()} stored values" if t.layout in (torch.sparse_coo, *_COMPRESSED) else ""
+    return f"{shape} ({t.layout}{nnz})"
+
+
+def structure(out: Any, expected: Any, path: str = "out", tol: dict | None = None) -> str | None:
+    """Same type/structure, device, shape, layout and dtype as the reference's outputs. With `tol`,
+    a dtype mismatch on outputs that are right once cast to the reference's dtype says so
+    (rule: dtype)."""
+    msg, kind = _structure(out, expected, path)
+    if msg and kind == "dtype" and tol is not None and _right_after_cast(out, expected, tol, path):
+        msg = tagged(msg, "dtype")
+    return msg
+
+
+def _right_after_cast(out: Any, expected: Any, tol: dict, path: str) -> bool:
+    """The outputs pass every other check once each tensor is cast to the reference's dtype."""
+    def cast(o: Any, e: Any) -> Any:
+        if isinstance(e, (tuple, list)) and isinstance(o, (tuple, list)):
+            return [cast(a, b) for a, b in zip(o, e)]
+        if isinstance(e, dict) and isinstance(o, dict):
+            return {k: cast(o[k], e.get(k)) for k in o}
+        if isinstance(e, torch.Tensor) and isinstance(o, torch.Tensor) and o.dtype != e.dtype:
+            return o.to(e.dtype)
+        return o
+    try:
+        cast_out = cast(out, expected)
+    except (RuntimeError, TypeError):
+        return False
+    return _structure(cast_out, expected, path)[0] is None and values(cast_out, expected, tol, path)[0] is None
+
+
+def _structure(out: Any, expected: Any, path: str) -> tuple[str | None, str | None]:
+    """(message, kind): kind is \"dtype\" when the first difference is a tensor's dtype."""
     if isinstance(expected, (tuple, list)):
         if not isinstance(out, (tuple, list)):
-            return f"{path}: expected a {type(expected).__name__} of {len(expected)}, got {type(out).__name__}"
+            return f"{path}: expected a {type(expected).__name__} of {len(expected)}, got {type(out).__name__}", None
         if len(out) != len(expected):
-            return f"{path}: expected {len(expected)} items, got {len(out)}"
+            return f"{path}: expected {len(expected)} items, got {len(out)}", None
         for i, (o, e) in enumerate(zip(out, expected)):
-            msg = structure(o, e, f"{path}[{i}]")
-            if msg:
-                return msg
-        return None
+            found = _structure(o, e, f"{path}[{i}]")
+            if found[0]:
+                return found
+        return None, None
     if isinstance(expected, dict):
         if not isinstance(out, dict) or set(out) != set(expected):
-            return f"{path}: expected a dict with keys {sorted(expected)}, got {type(out).__name__}"
+            return f"{path}: expected a dict with keys {sorted(expected)}, got {type(out).__name__}", None
         for k in expected:
-            msg = structure(out[k], expected[k], f"{path}[{k!r}]")
-            if msg:
-                return msg
-        return None
+            found = _structure(out[k], expected[k], f"{path}[{k!r}]")
+            if found[0]:
+                return found
+        return None, None
     if isinstance(expected, torch.Tensor):
         # exact type: a lazy or wrapping tensor subclass could compute on comparison instead of in the call
         if type(out) is not torch.Tensor:
-            return f"{path}: expected a torch.Tensor, got {type(out).__module__}.{type(out).__name__}"
+            return f"{path}: expected a torch.Tensor, got {type(out).__module__}.{type(out).__name__}", None
         if out.device != expected.device:
-            return f"{path}: expected a tensor on {expected.device}, got {out.device}"
+            return f"{path}: expected a tensor on {expected.device}, got {out.device}", None
         if out.shape != expected.shape:
-            return f"{path}: expected shape {tuple(expected.shape)}, got {tuple(out.shape)}"
+            return f"{path}: expected shape {tuple(expected.shape)}, got {tuple(out.shape)}", None
+        if out.layout != expected.layout:
+            if expected.layout == torch.strided:
+                return f"{path}: expected a dense tensor, got layout {out.layout}", None
+            return f"{path}: expected layout {expected.layout}, got {out.layout}", None
         if out.dtype != expected.dtype:
-            return f"{path}: expected dtype {expected.dtype}, got {out.dtype}"
-        if out.layout != torch.strided:
-            return f"{path}: expected a dense tensor, got layout {out.layout}"
-        return None
+            return f"{path}: expected dtype {expected.dtype}, got {out.dtype}", "dtype"
+        return None, None
     if expected is None:
-        return None if out is None else f"{path}: expected None, got {type(out).__name__}"
+        return (None if out is None else f"{path}: expected None, got {type(out).__name__}"), None
     if isinstance(expected, numbers.Number):
         if not isinstance(out, numbers.Number) or isinstance(out, bool) != isinstance(expected, bool):
-            return f"{path}: expected a {type(expected).__name__}, got {type(out).__name__}"
-        return None
-    return None if type(out) is type(expected) else f"{path}: expected {type(expected).__name__}, got {type(out).__name__}"
+            return f"{path}: expected a {type(expected).__name__}, got {type(out).__name__}", None
+        return None, None
+    return (None if type(out) is type(expected) else f"{path}: expected {type(expected).__name__}, got {type(out).__name__}"), None
 
 
 def _index(flat_idx: int, shape: Sequence[int]) -> list[int]:
@@ -99,28 +214,43 @@ def _index(flat_idx: int, shape: Sequence[int]) -> list[int]:
 
 
 def values(out: Any, expected: Any, tol: dict, path: str = "out") -> tuple[str | None, float]:
-    """(message or None, max abs error over all outputs). Assumes structure() passed."""
+    """(message or None, max abs error over all outputs). Assumes structure() passed. Integers
+    must match exactly; outputs that differ only there, within the tolerance, say so (rule:
+    exact_integers)."""
+    msg, worst, integer = _values(out, expected, tol, path, exact_ints=True)
+    if msg and integer and _values(out, expected, tol, path, exact_ints=False)[0] is None:
+        msg = tagged(msg, "exact_integers")
+    return msg, worst
+
+
+def _values(out: Any, expected: Any, tol: dict, path: str, exact_ints: bool) -> tuple[str | None, float, bool]:
+    """(message, max abs error, whether the first mismatch is an integer tensor's)."""
     worst = 0.0
     for (p, o), (_, e) in zip(leaves(out, path), leaves(expected, path)):
         if isinstance(e, torch.Tensor):
-            msg, err = _tensor_values(o, e, tol, p)
+            msg, err = _tensor_values(o, e, tol, p, exact_ints)
         elif isinstance(e, numbers.Number):
-            err = abs(float(o) - float(e))   # type: ignore[arg-type]  # a real number (ints, floats, bools)
-            bound = tol["atol"] + tol["rtol"] * abs(float(e))   # type: ignore[arg-type]
+            err = abs(o - e) if isinstance(e, complex) or isinstance(o, complex) \
+                else abs(float(o) - float(e))   # type: ignore[arg-type]  # a real number (ints, floats, bools)
+            bound = tol["atol"] + tol["rtol"] * abs(e)   # type: ignore[arg-type]
             msg = None if err <= bound or (o != o and e != e) else \
                 f"{p}: expected {e!r}, got {o!r} (error {err:.3g} > {bound:.3g})"
         else:
             msg, err = (None if o == e else f"{p}: expected {e!r}, got {o!r}"), 0.0
         worst = max(worst, err)
         if msg:
-            return msg, worst
-    return None, worst
+            integer = isinstance(e, torch.Tensor) and not (e.is_floating_point() or e.is_complex())
+            return msg, worst, integer
+    return None, worst, False
 
 
-def _tensor_values(o: torch.Tensor, e: torch.Tensor, tol: dict, path: str):
+def _tensor_values(o: torch.Tensor, e: torch.Tensor, tol: dict, path: str, exact_ints: bool = True):
     if e.numel() == 0:
         return None, 0.0
+    o, e = dense(o.detach()), dense(e.detach())       # a sparse tensor is compared by its value
     if not (e.is_floating_point() or e.is_complex()):
+        if not exact_ints:
+            return _tensor_values(o.to(torch.float64), e.to(torch.float64), tol, path)
         bad = o != e
         if bool(bad.any()):
             i = int(bad.reshape(-1).nonzero()[0])
@@ -128,7 +258,10 @@ def _tensor_values(o: torch.Tensor, e: torch.Tensor, tol: dict, path: str):
             return (f"{path}: {int(bad.sum())} of {e.numel()} values differ; first at {pos}: "
                     f"expected {e.reshape(-1)[i].item()}, got {o.reshape(-1)[i].item()}"), float("inf")
         return None, 0.0
-    of, ef = o.detach().to(torch.float32), e.detach().to(torch.float32)
+    # complex stays complex (the imaginary part counts); real floats compare in float32 or wider
+    wide = torch.complex128 if e.dtype == torch.complex128 else torch.complex64 if e.is_complex() else \
+        torch.float64 if e.dtype == torch.float64 else torch.float32
+    of, ef = o.to(wide), e.to(wide)
     e_nan, o_nan = torch.isnan(ef), torch.isnan(of)
     e_inf, o_inf = torch.isinf(ef), torch.isinf(of)
     diff = (of - ef).abs()
@@ -150,39 +283,31 @@ def _tensor_values(o: torch.Tensor, e: torch.Tensor, tol: dict, path: str):
 
 
 def unchanged(now: Any, before: Any, path: str = "input") -> str | None:
-    """Inputs after a call must equal their pristine copy bit for bit."""
+    """Inputs after a call must equal their pristine copy bit for bit (a sparse one: its indices
+    and values)."""
     for (p, n), (_, b) in zip(leaves(now, path), leaves(before, path)):
-        if isinstance(b, torch.Tensor):
-            same = isinstance(n, torch.Tensor) and n.shape == b.shape and n.dtype == b.dtype and (
-                bool(torch.equal(n, b)) or
-                (b.is_floating_point() and bool(((n == b) | (torch.isnan(n) & torch.isnan(b))).all())))
-            if not same:
-                return f"{p} was modified by the candidate (this problem is not in-place)"
+        if isinstance(b, torch.Tensor) and not _same_bits(n, b):
+            return f"{p} was modified by the candidate (this problem is not in-place)"
     return None
 
 
 def differs(now: Any, before: Any, path: str = "out") -> str | None:
     """The first leaf of `now` whose bits differ from `before` (a snapshot of it), NaNs equal."""
     for (p, n), (_, b) in zip(leaves(now, path), leaves(before, path)):
-        if isinstance(b, torch.Tensor) and isinstance(n, torch.Tensor):
-            if n.shape != b.shape or n.dtype != b.dtype:
-                return p
-            if not (bool(torch.equal(n, b)) or
-                    (b.is_floating_point() and bool(((n == b) | (torch.isnan(n) & torch.isnan(b))).all()))):
-                return p
+        if isinstance(b, torch.Tensor) and isinstance(n, torch.Tensor) and not _same_bits(n, b):
+            return p
     return None
 
 
 def storages(obj: Any) -> set[int]:
-    return {v.untyped_storage().data_ptr() for _, v in leaves(obj) if isinstance(v, torch.Tensor)
-            and v.untyped_storage().nbytes() > 0}
+    return {ptr for _, v in leaves(obj) if isinstance(v, torch.Tensor) for ptr in _storage_ptrs(v)}
 
 
 def aliasing(out: Any, inputs: Sequence[Any]) -> str | None:
     """Outputs must be fresh tensors, not views of the inputs."""
     ins = storages(inputs)
     for p, v in leaves(out):
-        if isinstance(v, torch.Tensor) and v.untyped_storage().nbytes() > 0 and v.untyped_storage().data_ptr() in ins:
+        if isinstance(v, torch.Tensor) and any(ptr in ins for ptr in _storage_ptrs(v)):
             return f"{p} shares memory with an input (return a fresh tensor, not a view of an input)"
     return None
 
@@ -192,8 +317,9 @@ def distinct(outputs: list) -> str | None:
     seen: dict[int, int] = {}   # storage pointer -> the call that returned it
     for call, out in enumerate(outputs):
         for p, v in leaves(out):
-            if isinstance(v, torch.Tensor) and v.untyped_storage().nbytes() > 0:
-                ptr = v.untyped_storage().data_ptr()
+            if not isinstance(v, torch.Tensor):
+                continue
+            for ptr in dict.fromkeys(_storage_ptrs(v)):
                 if ptr in seen and seen[ptr] != call:
                     return f"{p} of call {call} is the storage of the output of call {seen[ptr]}: the outputs " \
                            f"of different calls share storage, so the earlier result was overwritten " \

@@ -102,8 +102,9 @@ class SizeRun:
             c.die("runtime_error", f"{phase}: the candidate process broke the protocol (described "
                   f"{len(done.outputs)} outputs for {window.calls} calls)", "candidate")
         if done.forbidden:
-            self.verdict_now = ("forbidden_call", f"called forbidden APIs ({', '.join(self.job.forbid)}): "
-                                f"{_calls(done.forbidden)}")
+            text = f"called forbidden APIs ({', '.join(self.job.forbid)}): {_calls(done.forbidden)}"
+            rule = compare.forbidden_rule(done.forbidden)     # barrier-only: a rule stricter than PKB's
+            self.verdict_now = ("forbidden_call", compare.tagged(text, rule) if rule else text)
         elif done.state:
             self.verdict_now = ("forbidden_call", f"changed the {RULE} and did not restore it before "
                                 f"returning: {'; '.join(map(str, done.state))}")

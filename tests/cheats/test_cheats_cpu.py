@@ -269,7 +269,7 @@ def solution(x):
 import sys
 def solution(x):
     for name, mod in list(sys.modules.items()):
-        if name.endswith("worker.compare"):
+        if name.endswith(("worker.compare", "rank.compare")):
             mod.structure = lambda *a, **k: None
             mod.values = lambda *a, **k: (None, 0.0)
             mod.unchanged = lambda *a, **k: None
@@ -283,7 +283,7 @@ def _ok(*a, **k):
     return None, 0.0
 def solution(x):
     for name, mod in list(sys.modules.items()):
-        if name.endswith("worker.compare"):
+        if name.endswith(("worker.compare", "rank.compare")):
             mod.values.__code__ = _ok.__code__        # same function object, new body
     return torch.zeros_like(x)
 """,

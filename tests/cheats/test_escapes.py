@@ -78,12 +78,15 @@ def solution(x):
 import importlib
 def solution(x):
     out = x.clone()
-    try:
-        guards = importlib.import_module("pytest_kernelbench.worker.guards")
-        with guards.harness_call():          # counted as the harness's own collective
-            dist.all_reduce(out)
-    except ImportError:
-        dist.all_reduce(out)
+    for name in ("pytest_kernelbench.rank.guards", "pytest_kernelbench.worker.guards"):
+        try:
+            guards = importlib.import_module(name)
+            with guards.harness_call():          # counted as the harness's own collective
+                dist.all_reduce(out)
+            return out
+        except (ImportError, AttributeError):
+            pass
+    dist.all_reduce(out)
     return out
 ''',
     # a child process (started at import, so alive through every call) does the forbidden reduction

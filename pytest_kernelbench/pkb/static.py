@@ -1,0 +1,89 @@
+"""The cheap stages of a candidate that need no rank (pytest process, stdlib only; the candidate's
+code is parsed, never run): syntax, the NVLink multicast scan, whether it needs CUDA, and the
+forbidden APIs its source calls (the census counts them; the ranks' guards decide).
+
+On a CPU machine most PKB items are CUDA only: these stages still run for them, so a CPU run says
+which candidates are missing, do not parse or would be refused as unsafe before any GPU is used.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from .. import safety
+
+if TYPE_CHECKING:
+    from ..candidates import Candidate
+
+# what makes a candidate CUDA only, in the order they are named
+NEEDS_CUDA = (
+    (re.compile(r"\b(compile_cuda_extension|load_inline|cpp_extension\.load)\s*\("), "builds a CUDA extension"),
+    (re.compile(r"^\s*(import|from)\s+triton\b", re.MULTILINE), "uses Triton"),
+    (re.compile(r"\b(parallelkittens_runtime|kittens)\b"), "uses ParallelKittens"),
+    (re.compile(r"\b_symmetric_memory\b|\bsymm_mem\b"), "uses torch symmetric memory"),
+    (re.compile(r"\btorch\.cuda\.(?!is_available\b)\w+|\.cuda\("), "uses CUDA devices"),
+)
+# torch.distributed collectives (worker/guards.py's COLLECTIVE_FUNCS, which the ranks enforce)
+COLLECTIVES = frozenset({
+    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_object",
+    "all_gather_coalesced", "_all_gather_base", "all_gather_single", "reduce_scatter", "reduce_scatter_tensor",
+    "reduce_scatter_single", "_reduce_scatter_base", "all_to_all", "all_to_all_single", "broadcast",
+    "broadcast_object_list", "reduce", "gather", "gather_object", "scatter", "scatter_object_list", "barrier",
+    "monitored_barrier"})
+DIST_NAMES = ("dist", "distributed", "c10d", "distributed_c10d")
+
+
+def syntax(source: str) -> str | None:
+    try:
+        compile(source, "solution.py", "exec", dont_inherit=True)
+    except SyntaxError as e:
+        return f"the candidate does not parse: SyntaxError at line {e.lineno}: {e.msg}"
+    except (ValueError, RecursionError, MemoryError) as e:
+        return f"the candidate does not parse: {type(e).__name__}: {e}"
+    return None
+
+
+def multicast(source: str) -> str | None:
+    return safety.scan(source)
+
+
+def verdict(candidate: Candidate, allow_multicast: bool = False) -> tuple[str, str] | None:
+    """(category, message) when the candidate fails before any rank would run it."""
+    if candidate.failure:
+        return candidate.failure
+    if candidate.is_reference or candidate.source is None:
+        return None
+    found = syntax(candidate.source)
+    if found:
+        return "compile_error", found
+    found = None if allow_multicast else multicast(candidate.source)
+    return ("unsafe", found) if found else None
+
+
+def needs_cuda(source: str | None) -> str | None:
+    """Why the candidate runs only on CUDA (its code builds CUDA or Triton kernels, uses symmetric
+    memory or CUDA devices), or None."""
+    for pattern, what in NEEDS_CUDA:
+        m = pattern.search(source or "")
+        if m:
+            line = (source or "").count("\n", 0, m.start()) + 1
+            return f"needs CUDA: the candidate {what} ({m.group(0).strip()!r} at line {line})"
+    return None
+
+
+def forbidden_calls(source: str) -> Counter:
+    """Collectives the source calls as <dist>.<name>(...) (dist, torch.distributed, c10d), by name."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return Counter()
+    found: Counter = Counter()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in COLLECTIVES:
+            owner = node.func.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else ""
+            if name in DIST_NAMES:
+                found[node.func.attr] += 1
+    return found
