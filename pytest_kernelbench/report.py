@@ -8,6 +8,7 @@ import json
 import os
 import re
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 from . import metrics
@@ -64,10 +65,12 @@ class JsonlLog:
             os.fsync(f.fileno())
 
 
-def read_signed(path: Path, key: str) -> tuple[list[dict], int]:
-    """(the lines of a run's JSONL that carry the run's HMAC, how many lines were refused: torn,
-    unsigned or forged)."""
-    items, refused = [], 0
+def read_signed(path: Path, key_of: Callable[[str], str | None]) -> tuple[list[dict], int, set[str]]:
+    """(the lines of a JSONL that carry the HMAC of the run named in them, how many lines were
+    refused: torn, unsigned or forged, the run ids whose key was not found). The key is looked up
+    by the line's run_id, so a report renamed with --kb-report still resumes."""
+    items, refused, keyless = [], 0, set()
+    keys: dict[str, str | None] = {}
     try:
         with open(path) as f:
             for line in f:
@@ -78,14 +81,21 @@ def read_signed(path: Path, key: str) -> tuple[list[dict], int]:
                 except ValueError:
                     refused += 1
                     continue
-                if isinstance(rec, dict) and isinstance(rec.get("mac"), str) and \
-                        hmac.compare_digest(rec["mac"], _mac(key, rec)):
+                run_id = rec.get("run_id") if isinstance(rec, dict) else None
+                key = None
+                if isinstance(run_id, str) and run_id and "/" not in run_id and not run_id.startswith("."):
+                    if run_id not in keys:
+                        keys[run_id] = key_of(run_id)
+                    key = keys[run_id]
+                    if key is None:
+                        keyless.add(run_id)
+                if key and isinstance(rec.get("mac"), str) and hmac.compare_digest(rec["mac"], _mac(key, rec)):
                     items.append(rec)
                 else:
                     refused += 1
     except OSError:
         pass
-    return items, refused
+    return items, refused, keyless
 
 
 def read_jsonl(path: Path) -> list[dict]:

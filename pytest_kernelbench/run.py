@@ -298,12 +298,11 @@ def report_log(run: BenchRun) -> report.JsonlLog:
 def resumed_records(jsonl: str) -> tuple[list[dict], int]:
     """The lines of an earlier run's JSONL that carry its HMAC (and how many were refused: torn,
     unsigned, or forged). Without the run's key nothing can be trusted: a usage error."""
-    run_id = Path(jsonl).stem
-    key = report.report_key(run_id)
-    if key is None:
-        raise pytest.UsageError(f"--kb-resume={jsonl}: its report key is missing ({report.key_path(run_id)}); a run "
+    lines, refused, keyless = report.read_signed(Path(jsonl), report.report_key)
+    if keyless and not lines:
+        missing = ", ".join(str(report.key_path(r)) for r in sorted(keyless))
+        raise pytest.UsageError(f"--kb-resume={jsonl}: its report key is missing ({missing}); a run "
                                 "can be resumed only where it was started (the key signs its lines)")
-    lines, refused = report.read_signed(Path(jsonl), key)
     if refused:
         import warnings
         warnings.warn(f"--kb-resume={jsonl}: {refused} line(s) refused (torn, unsigned or not this run's): "

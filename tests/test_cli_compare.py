@@ -114,7 +114,7 @@ def test_compare_options_are_checked_up_front(base, tmp_path, opts, message):
 def test_report_writer_prints_the_comparison_and_fails_a_passing_session(base, tmp_path):
     regressed = json.loads(synth.model_b(tmp_path, "new.json", all_reduce=(0.9, 0.9)).read_text())["items"]
     settings = Settings(compare=str(base), compare_fail="speedup:5%")
-    run = SimpleNamespace(run_id="r", nonce="n", settings=settings, identity={}, machine=synth.H200,
+    run = SimpleNamespace(run_id="r", nonce="n", settings=settings, identity={}, machine=synth.H200, pkb=None,
                           json_path=tmp_path / "run.json", jsonl_path=tmp_path / "run.jsonl")
     writer = ReportWriter(run)
     writer.records = regressed

@@ -13,7 +13,7 @@ import torch
 from kbrun import REPO
 
 sys.path.insert(0, str(REPO))
-from pytest_kernelbench.worker import checks, compare  # noqa: E402
+from pytest_kernelbench.rank import checks, compare  # noqa: E402
 
 TOL = {"atol": 1e-2, "rtol": 1e-2}
 pytestmark = pytest.mark.filterwarnings("ignore:Sparse")   # torch: beta / invariant-check notes

@@ -282,7 +282,7 @@ def test_a_cpu_run_puts_every_pkb_candidate_through_the_static_stages(fixture_ru
     assert cuda["message"].startswith("needs CUDA: the candidate builds a CUDA extension ('compile_cuda_extension(' at line 9)")
     assert cuda["candidate"]["origin"] == "solutions/18_rms_norm_cuda.py"
     broken = items["pkb/19_blocked_fp8_quantize"]
-    assert broken["message"] == "the candidate does not parse: SyntaxError at line 1: expected ':'"
+    assert broken["message"].startswith("solutions/19_blocked_fp8_quantize_cuda.py:1:16: SyntaxError: expected ':'")
     assert doc["config"]["pkb"]["solutions"]["unpaired"] == ["99_no_such_problem_cuda.py: no reference 99_no_such_problem in this checkout"]
     assert doc["config"]["pkb"]["solutions"]["renamed"] == 2
     out = fixture_run["proc"].stdout
@@ -458,7 +458,8 @@ def test_static_stages_find_cuda_needs_syntax_and_forbidden_calls():
     assert static.needs_cuda("from utils.cuda_helpers import compile_cuda_extension\n") is None     # imported, not built
     src = "import torch.distributed as dist\n\ndef solution(x):\n    dist.barrier()\n    dist.all_reduce(x)\n    dist.send(x, 1)\n"
     assert dict(static.forbidden_calls(src)) == {"barrier": 1, "all_reduce": 1}
-    assert static.verdict(Candidate("dir", "d", "def solution(:\n")) == ("compile_error", "the candidate does not parse: "
-                                                                        "SyntaxError at line 1: invalid syntax")
-    assert static.verdict(Candidate("dir", "d", "# multimem\n"))[0] == "unsafe"
-    assert static.verdict(Candidate("dir", "d", "# multimem\n"), allow_multicast=True) is None
+    assert static.verdict(Candidate("dir", "d", "def solution(:\n", origin="s/1_x.py")) == \
+        ("compile_error", "s/1_x.py:1:14: SyntaxError: invalid syntax\n    def solution(:")
+    assert static.verdict(Candidate("dir", "d", "OP = 'multimem.st'\n"))[0] == "unsafe"
+    assert static.verdict(Candidate("dir", "d", "# multimem\n")) is None       # comments are not judged
+    assert static.verdict(Candidate("dir", "d", "OP = 'multimem.st'\n"), allow_multicast=True) is None

@@ -84,8 +84,8 @@ def python_syntax(source: str, path: Path | str) -> tuple[str, str] | None:
         where = f"{path}:{e.lineno}" + (f":{e.offset}" if e.offset else "")
         line = f"\n    {e.text.rstrip()}" if e.text and e.text.strip() else ""
         return ("compile_error", f"{where}: {type(e).__name__}: {e.msg}{line}")
-    except ValueError as e:     # null bytes
-        return ("compile_error", f"{path}: {e}")
+    except (ValueError, RecursionError, MemoryError) as e:     # null bytes, nesting too deep
+        return ("compile_error", f"{path}: {type(e).__name__}: {e}")
     return None
 
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from .. import safety
 
+from ..candidates.files import python_syntax
+
 if TYPE_CHECKING:
     from ..candidates import Candidate
 
@@ -25,7 +27,7 @@ NEEDS_CUDA = (
     (re.compile(r"\b_symmetric_memory\b|\bsymm_mem\b"), "uses torch symmetric memory"),
     (re.compile(r"\btorch\.cuda\.(?!is_available\b)\w+|\.cuda\("), "uses CUDA devices"),
 )
-# torch.distributed collectives (worker/guards.py's COLLECTIVE_FUNCS, which the ranks enforce)
+# torch.distributed collectives (rank/guards.py's COLLECTIVE_FUNCS, which the ranks enforce)
 COLLECTIVES = frozenset({
     "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_object",
     "all_gather_coalesced", "_all_gather_base", "all_gather_single", "reduce_scatter", "reduce_scatter_tensor",
@@ -33,16 +35,6 @@ COLLECTIVES = frozenset({
     "broadcast_object_list", "reduce", "gather", "gather_object", "scatter", "scatter_object_list", "barrier",
     "monitored_barrier"})
 DIST_NAMES = ("dist", "distributed", "c10d", "distributed_c10d")
-
-
-def syntax(source: str) -> str | None:
-    try:
-        compile(source, "solution.py", "exec", dont_inherit=True)
-    except SyntaxError as e:
-        return f"the candidate does not parse: SyntaxError at line {e.lineno}: {e.msg}"
-    except (ValueError, RecursionError, MemoryError) as e:
-        return f"the candidate does not parse: {type(e).__name__}: {e}"
-    return None
 
 
 def multicast(source: str) -> str | None:
@@ -55,9 +47,9 @@ def verdict(candidate: Candidate, allow_multicast: bool = False) -> tuple[str, s
         return candidate.failure
     if candidate.is_reference or candidate.source is None:
         return None
-    found = syntax(candidate.source)
+    found = python_syntax(candidate.source, candidate.origin or "solution.py")
     if found:
-        return "compile_error", found
+        return found
     found = None if allow_multicast else multicast(candidate.source)
     return ("unsafe", found) if found else None
 

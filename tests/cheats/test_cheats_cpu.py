@@ -527,7 +527,8 @@ def test_patching_the_clock_is_harmless(judged, name):
 def test_patching_the_check_is_harmless(judged, name):
     """The comparison runs in the checker: patched comparison functions in the candidate's process
     change nothing, and its garbage output is a mismatch."""
-    failed(judged, name, "mismatch")
+    # patching a function's code object is also refused outright by the candidate's shield
+    failed(judged, name, "forbidden_call" if name == "patch_code_object" else "mismatch")
 
 
 def test_a_dispatch_mode_left_active_breaks_the_global_state_rule(judged):
