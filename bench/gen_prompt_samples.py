@@ -65,9 +65,10 @@ def _machine(path: Path) -> dict:
 def render(name: str, shapes_dir: Path | None = None) -> str:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from pytest_kernelbench import prompt, shapes
-    from pytest_kernelbench.problem import load_problem
+    from pytest_kernelbench.candidates import prompt
     from pytest_kernelbench.session import Placement
+    from pytest_kernelbench.spec import shapes
+    from pytest_kernelbench.spec.problem import load_problem
     pid, device, world, facts = SAMPLES[name]
     problems = ROOT / "problems"
     problem = load_problem(problems / pid / "problem.yaml", problems)

@@ -67,7 +67,7 @@ def end_line(src: str) -> str:
 def _scan(text: str) -> str | None:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from pytest_kernelbench.safety import scan   # stdlib only
+    from pytest_kernelbench.candidates.safety import scan  # stdlib only
     return scan(text)
 
 

@@ -20,7 +20,7 @@ pingpong() {
   log "ping-pong latency"
   python3 - <<'PY' | tee "$OUT/pingpong.txt"
 import torch
-from pytest_kernelbench.calibrate import pingpong_latency
+from pytest_kernelbench.metrics.calibrate import pingpong_latency
 n = torch.cuda.device_count()
 d0 = torch.device("cuda", 0)
 print(f"one GPU, two streams (not a link): {pingpong_latency(torch, d0, d0, iters=20000) * 1e6:.3f} us one-way")

@@ -12,7 +12,7 @@ keep_jobs() { tar czf "$OUT/jobs-$1.tgz" -C $R "$(basename "$2" .json)/jobs" 2>/
 case "${1:-core}" in
 core)
   machine
-  log calibrate; python3 -m pytest_kernelbench.calibrate --json "$OUT/calibration.json"
+  log calibrate; python3 -m pytest_kernelbench.metrics.calibrate --json "$OUT/calibration.json"
   log reference; $PT problems --kb-candidate=reference --kb-report=$R/h200x4-reference.json 2>&1 | tail -45
   cp $R/h200x4-reference.json "$OUT/"; keep_jobs ref $R/h200x4-reference.json
   log shipped; $PT problems -m collective --kb-candidate=shipped --kb-report=$R/h200x4-shipped.json 2>&1 | tail -30

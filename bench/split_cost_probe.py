@@ -49,6 +49,7 @@ def per_call(x) -> float:
 
 def child(conn: socket.socket, handle: bytes, knobs: dict) -> None:
     import torch
+
     from pytest_kernelbench.rank import sandbox
     from pytest_kernelbench.rank.cuda import Driver, bytes_tensor
     if knobs.get("harden"):

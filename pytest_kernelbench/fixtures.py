@@ -14,8 +14,8 @@ from .session import Skip, base_record
 if TYPE_CHECKING:
     from .candidates import Candidate
     from .candidates.llm import ModelSource
-    from .problem import Problem
-    from .session import KBSession, Placement
+    from .session import KBSession
+    from .spec.problem import Placement, Problem
 
 RUN_PLUGIN = "kernelbench-run"          # the BenchRun object's name in the plugin manager
 KB_PROBLEM: pytest.StashKey[Problem] = pytest.StashKey()      # item -> its Problem
@@ -83,9 +83,9 @@ def kb_candidate(request: pytest.FixtureRequest, kb_session: KBSession, kb_probl
         reason = kb_session.cpu_candidate_skip(kb_problem, kb_placement, is_reference=False)
         if reason:                                   # before any prompt is built or call is made
             _skip(request, kb_problem, reason)
-        from .candidates.llm import ModelSource, prefetch_shapes
-        prefetch_shapes(kb_session, [i.stash.get(KB_PROBLEM, None) for i in request.session.items])
-        source = ModelSource(kb_session, kb_problem, kb_placement)
+        from .candidates.llm import ModelSource
+        kb_session.prefetch_shapes([i.stash.get(KB_PROBLEM, None) for i in request.session.items])
+        source = ModelSource(s, kb_session.rootdir, kb_session.run_dir, kb_session.machine, kb_problem, kb_placement)
         if s.print_prompt:
             _skip(request, kb_problem, f"prompt written: {source.write_prompt()}")
         return source

@@ -7,165 +7,55 @@ PkbSuite below; the Problems come from pytest_kernelbench/pkb/).
 """
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import hardware
+from . import options
 from .candidates.files import CandidateError, parse_mode
-from .protocol import JobSpec
-from .problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
-from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN
-from .fixtures import kb_candidate, kb_placement, kb_problem, kb_session  # noqa: F401 (fixtures)
-from .pkb import checkout as pkb_checkout, pairing as pkb_pairing
+from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN, kb_candidate, kb_placement, kb_problem, kb_session  # noqa: F401 (fixtures)
+from .options import OPTIONS, Settings, help_text
+from .pkb import checkout as pkb_checkout
+from .pkb import pairing as pkb_pairing
 from .run import BenchRun, ReportWriter, identity, is_kb_nodeid, kb_home, resumed_records
-from .session import Settings, base_record, new_run_id
+from .session import base_record, new_run_id
+from .spec import hardware
+from .spec.problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
 from .testcase import test_problem
 
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
 
-    from .problem import Problem
-
-# (option, type, default, help). Each is --kb-<name> on the command line and kb_<name> in ini.
-OPTIONS = [
-    ("candidate", str, "auto", "auto | reference | shipped | shipped:NAME (auto: a shipped solution that runs here, else the reference as self-check)"),
-    ("solutions", str, None, "directory of hand-written candidates: DIR/<category>/<name>.py "
-     "(PKB items: DIR/<N>_<name>_<backend>.py, PKB's layout); a problem without a file fails no_code"),
-    ("solutions-only", bool, False, "with --kb-solutions: run only the problems the folder has a file for "
-     "(the others skip, not counted): checking a few kernels of your own"),
-    ("device", str, "auto", "auto | cpu | cuda"),
-    ("nproc", int, None, "world size (default: the largest valid one that fits)"),
-    ("cpu-ranks", int, 4, "most ranks to start for a CPU (gloo) item"),
-    ("launcher", str, "fork", "fork | torchrun: how a job's ranks start (fork: from a rank server that has imported "
-     "torch, a fresh process per rank of each item; torchrun: torch.distributed.run per item)"),
-    ("timeout", float, None, "deadline in seconds for one item's job (default: problem.yaml timeout_s, else 300)"),
-    ("compile-timeout", float, JobSpec.compile_timeout_s, "cap in seconds on importing/compiling a candidate and on its first call of "
-     "each size (setup: JIT compiles, rendezvous); not counted in --kb-timeout"),
-    ("pg-timeout", float, JobSpec.pg_timeout_s, "process-group timeout in seconds inside a job (short, so hangs surface fast; "
-     "the first call of each size gets the compile budget instead)"),
-    ("sizes", str, None, "comma-separated size names (default: tiny on CPU, every other size on CUDA)"),
-    ("trials", int, 2, "correctness trials per size, each on fresh inputs"),
-    ("timing", str, "on", "on | off"),
-    ("timing-rounds", int, None, "timed rounds per size (at least 5; an odd count is rounded up to even)"),
-    ("seed", str, None, "fix the run nonce (inputs become reproducible; default: fresh every run)"),
-    ("allow-multicast", bool, False, "let candidates use NVLink multicast (multimem, NVLS); refused unless the machine reports it (never on shared machines)"),
-    ("exclusive", bool, False, "run each GPU item alone on the machine (final numbers)"),
-    ("keep-jobs", bool, False, "keep the job folders (logs, candidate) of passed items too"),
-    ("report", str, None, "path of the JSON report (default reports/<run-id>.json; the JSONL sits beside it)"),
-    ("calibrate", str, "auto", "auto | off | force: measure this machine's ceilings once (cached) for the roofline"),
-    ("resume", str, None, "continue a cut-short run from its JSONL: finished items are not run again"),
-    ("pkb", str, None, "a ParallelKernelBench checkout: its reference/<N>_<name>.py problems run as items "
-     "pkb/<N>_<name> (alone, unless paths to collect are given too)"),
-    ("pkb-backend", str, "cuda", "cuda | triton | parallelkittens: which PKB candidates --kb-solutions holds "
-     "(<N>_<name>_<backend>.py, or the names of PKB's published solutions)"),
-    ("compare", str, None, "an earlier JSON report: print this run's per-item and aggregate deltas against it "
-     "under the summary (kernelbench compare BASE NEW does the same from two reports)"),
-    ("compare-fail", str, None, "with --kb-compare: fail the session on a regression, e.g. speedup:5%,pass (a speed "
-     "drop past 5% outside the noise bands; an item that passed before and not now)"),
-    # model generation: candidates written by a model through litellm (pip install 'pytest-kernelbench[llm]')
-    ("model", str, None, "litellm model string (e.g. anthropic/claude-opus-4-7): the model writes every candidate"),
-    ("samples", int, 1, "independent candidates per problem (pass@k, fast_1@k)"),
-    ("rounds", int, 1, "refinement rounds: a failing (or, on GPUs, slower) round is fed back to the model"),
-    ("temperature", float, None, "sampling temperature (default: the provider's)"),
-    ("max-tokens", int, None, "most completion tokens per answer (default: the provider's)"),
-    ("api-base", str, None, "base URL of the model's API (an OpenAI-compatible server, a proxy)"),
-    ("max-cost", float, None, "budget in USD for the whole run: no new call once spent (items skip: budget spent)"),
-    ("print-prompt", bool, False, "write every prompt to reports/<run-id>/prompts/ and call nothing"),
-    ("regenerate", bool, False, "ignore cached generations (call the model again, refresh the cache)"),
-    ("request-timeout", float, 600.0, "seconds one API request may take"),
-    ("retries", int, 5, "retries of a rate-limited, timed-out or failed API request (exponential backoff)"),
-    ("cache-dir", str, None, "cache of generations and prompt facts (default <rootdir>/.kb-cache)"),
-]
-
-
-# options that name a file or folder (~ is expanded in each)
-PATH_OPTIONS = ("solutions", "report", "resume", "compare", "cache-dir", "pkb")
-
-
-def help_text(name: str) -> str:
-    """The option's help: its text and its default."""
-    _, kind, default, text = next(o for o in OPTIONS if o[0] == name)
-    shown = ("off" if not default else "on") if kind is bool else ("none" if default is None else default)
-    return f"{text} (default: {shown})"
-
-
-README_MARKS = ("<!-- options: generated from plugin.OPTIONS by `python -m pytest_kernelbench.plugin` -->",
-                "<!-- options: end -->")
-
-
-def options_markdown() -> str:
-    """The README's option table (between README_MARKS), made from OPTIONS so it cannot drift."""
-    rows = ["| option (ini `kb_*`) | default | what it does |", "|---|---|---|"]
-    for name, kind, default, text in OPTIONS:
-        shown = ("off" if not default else "on") if kind is bool else ("-" if default is None else default)
-        value = "" if kind is bool else f"={name.split('-')[-1].upper()}"
-        rows.append(f"| `--kb-{name}{value}` | {shown} | {text} |")
-    return "\n".join(rows)
-
-
-def write_readme_options(readme: Path) -> bool:
-    """Put the option table into the README; True when it changed."""
-    text = readme.read_text()
-    head, rest = text.split(README_MARKS[0], 1)
-    _, tail = rest.split(README_MARKS[1], 1)
-    new = f"{head}{README_MARKS[0]}\n{options_markdown()}\n{README_MARKS[1]}{tail}"
-    if new != text:
-        readme.write_text(new)
-    return new != text
-
+    from .spec.problem import Problem
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("kernelbench", "multi-GPU communication kernel benchmark")
-    for name, kind, default, _ in OPTIONS:
-        ini = "kb_" + name.replace("-", "_")
-        text = help_text(name)
+    for o in OPTIONS:
+        text = help_text(o.name)
         # argparse %-formats command-line help (a literal % must be doubled); ini help is printed as is
-        if kind is bool:
-            group.addoption(f"--kb-{name}", action="store_true", default=None, dest=ini, help=text.replace("%", "%%"))
-            parser.addini(ini, text, type="bool", default=default)
+        if o.kind is bool:
+            group.addoption(f"--kb-{o.name}", action="store_true", default=None, dest=o.ini, help=text.replace("%", "%%"))
+            parser.addini(o.ini, text, type="bool", default=o.default)
         else:
-            group.addoption(f"--kb-{name}", action="store", default=None, dest=ini, help=text.replace("%", "%%"))
-            parser.addini(ini, text, default=None if default is None else str(default))
-
-
-def _value(config: pytest.Config, name: str, kind: type, default: Any) -> Any:
-    ini = "kb_" + name.replace("-", "_")
-    raw = config.getoption(ini)
-    if raw is None:
-        raw = config.getini(ini)
-    if raw is None or raw == "":
-        return default
-    if kind is bool:
-        return bool(raw) if not isinstance(raw, str) else raw.strip().lower() in ("1", "true", "yes", "on")
-    try:
-        return kind(raw)
-    except ValueError:
-        raise pytest.UsageError(f"--kb-{name}={raw!r}: expected {kind.__name__}") from None
+            group.addoption(f"--kb-{o.name}", action="store", default=None, dest=o.ini, help=text.replace("%", "%%"))
+            parser.addini(o.ini, text, default=None if o.default is None else str(o.default))
 
 
 def settings_from(config: pytest.Config) -> Settings:
     """Every --kb-* value, checked: a bad value is a one-line usage error. Cheap (no torch, no
-    machine probe, no files written): it runs in every pytest run that has the plugin installed."""
-    v = {name: _value(config, name, kind, default) for name, kind, default, _ in OPTIONS}
-    for name in PATH_OPTIONS:     # shells do not expand ~ after --opt=
-        if v[name]:
-            v[name] = os.path.expanduser(v[name])
+    machine probe, no files written): it runs in every pytest run that has the plugin installed.
+    Each value is checked against its row (options.py); what needs another stage is checked here."""
+    try:
+        v = options.values({o.ini: config.getoption(o.ini) for o in OPTIONS},
+                           {o.ini: config.getini(o.ini) for o in OPTIONS})
+    except options.OptionError as e:
+        raise pytest.UsageError(str(e)) from None
     try:
         parse_mode(v["candidate"])
     except CandidateError as e:
         raise pytest.UsageError(str(e)) from None
-    if v["device"] not in ("auto", "cpu", "cuda"):
-        raise pytest.UsageError(f"--kb-device={v['device']!r}: expected auto, cpu or cuda")
-    if v["calibrate"] not in ("auto", "off", "force"):
-        raise pytest.UsageError(f"--kb-calibrate={v['calibrate']!r}: expected auto, off or force")
-    if v["launcher"] not in ("fork", "torchrun"):
-        raise pytest.UsageError(f"--kb-launcher={v['launcher']!r}: expected fork or torchrun")
-    if v["timing"] not in ("on", "off"):
-        raise pytest.UsageError(f"--kb-timing={v['timing']!r}: expected on or off")
     if v["pkb"]:
         try:
             v["pkb"] = str(pkb_checkout.check_checkout(v["pkb"]))
@@ -185,22 +75,11 @@ def settings_from(config: pytest.Config) -> Settings:
         raise pytest.UsageError(f"--kb-solutions={v['solutions']}: not a directory")
     if v["solutions-only"] and not v["solutions"]:
         raise pytest.UsageError("--kb-solutions-only needs --kb-solutions=DIR")
-    for name in ("nproc", "cpu-ranks", "trials", "timeout", "timing-rounds"):
-        if v[name] is not None and v[name] <= 0:
-            raise pytest.UsageError(f"--kb-{name}={v[name]}: must be > 0")
-    if v["timing-rounds"] is not None and v["timing-rounds"] < 5:
-        raise pytest.UsageError(f"--kb-timing-rounds={v['timing-rounds']}: at least 5 rounds")
     _check_model_options(v)
     _check_compare(v)
-    if v["pkb-backend"] not in pkb_checkout.BACKENDS:
-        raise pytest.UsageError(f"--kb-pkb-backend={v['pkb-backend']!r}: expected {', '.join(pkb_checkout.BACKENDS[:-1])} "
-                                f"or {pkb_checkout.BACKENDS[-1]}")
     if v["allow-multicast"] and not hardware.multicast_supported():
         raise pytest.UsageError("--kb-allow-multicast: this machine reports no NVLink multicast support")
-    # every option is the Settings field of the same name; two are parsed on the way
-    fields = {name.replace("-", "_"): value for name, value in v.items()}
-    fields.update(sizes=v["sizes"].split(",") if v["sizes"] else None, timing=v["timing"] == "on")
-    return Settings(**fields)
+    return options.settings(v)
 
 
 def _check_compare(v: dict):
@@ -208,8 +87,8 @@ def _check_compare(v: dict):
         return
     if v["compare-fail"] and not v["compare"]:
         raise pytest.UsageError("--kb-compare-fail needs --kb-compare=BASE (the report to compare with)")
-    from .cli.compare import parse_fail_on
-    from .cli.reports import ReportError, load
+    from .report.diff import parse_fail_on
+    from .report.reading import ReportError, load
     try:
         load(v["compare"])      # read once here, so a bad BASE never waits for the end of the run
     except ReportError as e:
@@ -221,12 +100,6 @@ def _check_compare(v: dict):
 
 
 def _check_model_options(v: dict):
-    for name in ("samples", "rounds", "max-tokens", "request-timeout"):
-        if v[name] is not None and v[name] <= 0:
-            raise pytest.UsageError(f"--kb-{name}={v[name]}: must be > 0")
-    for name in ("temperature", "max-cost", "retries"):
-        if v[name] is not None and v[name] < 0:
-            raise pytest.UsageError(f"--kb-{name}={v[name]}: must be >= 0")
     if v["model"] and v["solutions"]:
         raise pytest.UsageError("--kb-model and --kb-solutions both choose the candidates: give one")
     if v["model"] and not v["print-prompt"]:
@@ -469,10 +342,3 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if file_path.name == "problem.yaml":
         return ProblemFile.from_parent(parent, path=file_path)
     return None
-
-
-if __name__ == "__main__":     # python -m pytest_kernelbench.plugin: rewrite the README's option table
-    import sys
-    changed = write_readme_options(Path(__file__).resolve().parent.parent / "README.md")
-    print("README.md option table " + ("updated" if changed else "already up to date"))
-    sys.exit(0)

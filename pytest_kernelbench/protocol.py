@@ -38,6 +38,20 @@ class Outcome(str, enum.Enum):
     SKIPPED = "skipped"     # cannot run here; counted apart, with its reason
 
 
+# speed verdict tiers: (name, lowest speedup of the tier), best first; a score whose noise band
+# holds 1.0 is on_par whatever its value (metrics.verdict)
+TIERS = (("better", 1.20), ("on_par", 0.95), ("degraded", 0.60), ("severely_degraded", 0.0))
+
+
+def tier(score: float | None) -> str | None:
+    if score is None:
+        return None
+    for name, lower in TIERS:
+        if score >= lower:
+            return name
+    return TIERS[-1][0]
+
+
 class Failure(str, enum.Enum):
     # the candidate's
     NO_CODE = "no_code"

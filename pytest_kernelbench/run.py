@@ -20,16 +20,19 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import hardware, report
-from .pkb import checkout as pkb_checkout, pairing
-from .session import KBSession, Settings, base_record
+from . import report
 from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN  # noqa: F401 (RUN_PLUGIN re-exported)
+from .options import Settings
+from .pkb import checkout as pkb_checkout
+from .pkb import pairing
+from .session import KBSession, base_record
+from .spec import hardware
 
 if TYPE_CHECKING:
     from _pytest.terminal import TerminalReporter
 
-    from .cli.compare import Comparison
-    from .problem import Problem
+    from .report.diff import Comparison
+    from .spec.problem import Problem
 
 FIRST_BAD = pytest.StashKey[dict]()
 
@@ -104,7 +107,7 @@ class BenchRun:
             machine["isolation"] = expected_layers()     # what each candidate process gets (records say what it got)
             is_worker = hasattr(self.config, "workerinput")
             if machine.get("gpu_count") and self.settings.calibrate != "off":
-                from . import calibrate      # cached on disk under a file lock: measured once per machine
+                from .metrics import calibrate  # cached on disk under a file lock: measured once per machine
                 measured = calibrate.calibrated(machine, force=self.settings.calibrate == "force" and not is_worker)
                 machine["calibration"] = measured
                 machine["ceilings"] = calibrate.ceilings(machine, measured)
@@ -238,7 +241,7 @@ class ReportWriter:
         self.interrupted = self._interrupted(exitstatus, args)
         self.doc = report.write_json(self.run.json_path, self.run.machine, config, items, self.interrupted)
         if self.run.settings.compare:
-            from .cli import compare
+            from .report import diff as compare
             self.comparison = compare.against(self.run.settings.compare, {**self.doc, "path": str(self.run.json_path)},
                                               self.run.settings.compare_fail)
             if self.comparison.failed and session.exitstatus == pytest.ExitCode.OK:

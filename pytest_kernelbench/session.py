@@ -6,90 +6,38 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 import secrets
+import shutil
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
-from . import hardware, launch, metrics, roofline, safety
-from .candidates import copies
-from .gpus import GpuPool
-from .rankserver import RankServer
+from . import launch, metrics
+from .candidates import copies, safety
+from .launch.fork import RankServer
+from .launch.gpus import GpuPool
+from .metrics import roofline
+from .options import DEFAULT_TIMEOUT_S, Settings, per_item
 from .pkb.checkout import is_pkb
 from .protocol import JobLayout, JobSpec, TimingSpec, rule_of
-from .problem import size_names
+from .spec import hardware
+from .spec.problem import Placement, size_names
 
 if TYPE_CHECKING:
     from .candidates import Candidate
     from .native import Prepared
     from .outcome import LaunchOutcome
-    from .problem import Problem
+    from .spec.problem import Problem
 
-DEFAULT_TIMEOUT_S = 300.0
 PKB_SHIM = str(Path(__file__).resolve().parent / "pkb" / "shim")     # PKB's `utils` helpers, our own
 
 
 class Skip(Exception):
     """The item cannot run here; str() is the reason."""
-
-
-@dataclass
-class Placement:
-    device: str
-    world_size: int
-    sizes: list
-
-
-@dataclass
-class Settings:
-    candidate: str = "auto"
-    solutions: str | None = None
-    solutions_only: bool = False
-    device: str = "auto"
-    nproc: int | None = None
-    cpu_ranks: int = 4
-    launcher: str = "fork"          # fork (rankserver.py) | torchrun
-    timeout: float | None = None
-    compile_timeout: float = JobSpec.compile_timeout_s
-    pg_timeout: float = JobSpec.pg_timeout_s
-    sizes: list | None = None
-    trials: int = 2
-    timing: bool = True
-    timing_rounds: int | None = None
-    seed: str | None = None
-    exclusive: bool = False
-    keep_jobs: bool = False
-    report: str | None = None
-    resume: str | None = None
-    calibrate: str = "auto"
-    allow_multicast: bool = False   # never on the lent machines (safety.py)
-    # model generation (issue 4): candidates written by a model through litellm
-    model: str | None = None
-    samples: int = 1
-    rounds: int = 1
-    temperature: float | None = None
-    max_tokens: int | None = None
-    api_base: str | None = None
-    max_cost: float | None = None
-    print_prompt: bool = False
-    regenerate: bool = False
-    request_timeout: float = 600.0
-    retries: int = 5
-    cache_dir: str | None = None
-    # --kb-compare: this run against an earlier report, under the summary; regressions fail the
-    # session only with --kb-compare-fail (cli/compare.py)
-    compare: str | None = None
-    compare_fail: str | None = None
-    # --kb-pkb: a ParallelKernelBench checkout whose problems are collected as pkb/<N>_<name> (pkb/);
-    # --kb-solutions then also holds <N>_<name>_<pkb_backend>.py files, PKB's layout
-    pkb: str | None = None
-    pkb_backend: str = "cuda"
 
 
 def new_run_id(label: str) -> str:
@@ -135,6 +83,28 @@ class KBSession:
             self._rank_server.close()
 
     # ---- where an item runs ----------------------------------------------------------------
+    def prefetch_shapes(self, problems: Iterable[Problem | None]) -> None:
+        """Probe the input shapes of every collected problem in one subprocess (once per session), so
+        that each item's prompt finds them in the cache instead of starting its own probe."""
+        if self.shapes_prefetched:
+            return
+        self.shapes_prefetched = True
+        from .candidates.llm import cache_root
+        from .spec import shapes
+        requests, seen = [], set()
+        for problem in problems:
+            if problem is None:
+                continue
+            try:
+                w = self.place(problem).world_size
+            except Skip:
+                continue
+            if (problem.path, w) not in seen:
+                seen.add((problem.path, w))
+                requests.append((problem, w))
+        if len(requests) > 1:
+            shapes.probe_many(requests, cache_root(self.settings, self.rootdir) / "shapes")
+
     def place(self, problem: Problem) -> Placement:
         s = self.settings
         if s.device == "cuda" or (s.device == "auto" and self.gpu_count and "cuda" in problem.devices):
@@ -232,7 +202,7 @@ class KBSession:
         slug = re.sub(r"[^A-Za-z0-9]+", "-", problem.id) + (f"-s{sample}" if sample is not None else "")
         job_dir = self.run_dir / "jobs" / f"{slug}-{secrets.token_hex(3)}"
         job_dir.mkdir(parents=True)
-        timeout = self.settings.timeout or problem.timeout_s or DEFAULT_TIMEOUT_S
+        timeout = per_item(self.settings.timeout, problem.timeout_s, DEFAULT_TIMEOUT_S)
         with build_folder(Path(self.extensions_dir), candidate.source or "") as builds:
             job = self.job(problem, candidate, placement, job_dir, native, builds)
             kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout,

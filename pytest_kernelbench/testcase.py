@@ -12,8 +12,8 @@ from .session import base_record
 
 if TYPE_CHECKING:
     from .candidates.llm import ModelSource
-    from .problem import Problem
-    from .session import KBSession, Placement
+    from .session import KBSession
+    from .spec.problem import Placement, Problem
 
 
 def test_problem(request: pytest.FixtureRequest, kb_session: KBSession, kb_problem: Problem, kb_placement: Placement,
@@ -40,8 +40,7 @@ def _run_model(request: pytest.FixtureRequest, session: KBSession, problem: Prob
     rounds done); the sample's result is its best round: the fastest passing one, else the last
     failing one. The best round's record is marked record["best"] (report.latest_by_item keeps
     it) and carries the sample's cost over all its rounds and a summary of every round."""
-    from . import prompt
-    from .candidates import llm
+    from .candidates import llm, prompt
     s = session.settings
     nodeid = request.node.nodeid
     finals = []

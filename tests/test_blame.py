@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cheats.cheatlib import HONEST
 from kbrun import by_problem, leftover_processes, make_tree, run
+
 from pytest_kernelbench import outcome
 
 DEADLINE_S = 20

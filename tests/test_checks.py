@@ -4,7 +4,6 @@ from __future__ import annotations
 import sys
 
 import torch
-
 from kbrun import REPO
 
 sys.path.insert(0, str(REPO))

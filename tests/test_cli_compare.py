@@ -8,14 +8,16 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-import pytest
-
 import cli_synth as synth
 import kbrun
+import pytest
+
 from pytest_kernelbench import plugin
-from pytest_kernelbench.cli import compare, main, reports
+from pytest_kernelbench.cli import main
+from pytest_kernelbench.options import Settings
+from pytest_kernelbench.report import diff as compare
+from pytest_kernelbench.report import reading as reports
 from pytest_kernelbench.run import ReportWriter
-from pytest_kernelbench.session import Settings
 
 
 @pytest.fixture

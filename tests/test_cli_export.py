@@ -8,10 +8,10 @@ import json
 import subprocess
 import sys
 
+import cli_synth as synth
 import pytest
 
-import cli_synth as synth
-from pytest_kernelbench import prompt
+from pytest_kernelbench.candidates import prompt
 from pytest_kernelbench.cli import export, main
 
 HARNESS = '''import torch

@@ -13,11 +13,12 @@ import sys
 from html import escape, unescape
 from pathlib import Path
 
-import pytest
-
 import cli_synth as synth
+import pytest
 from kbrun import REPO
-from pytest_kernelbench.cli import leaderboard, main, plots, reports
+
+from pytest_kernelbench.cli import leaderboard, main, plots
+from pytest_kernelbench.report import reading as reports
 
 TAB_BLUE = (31, 119, 180)       # matplotlib's first colour: the bars of the first entry
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import math
 
-import pytest
-
 import cli_synth as synth
+import pytest
 from kbrun import REPO
-from pytest_kernelbench.cli import leaderboard, main, reports
+
+from pytest_kernelbench.cli import leaderboard, main
+from pytest_kernelbench.report import reading as reports
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +217,7 @@ def test_committed_leaderboard_is_up_to_date(monkeypatch):
 def test_an_interrupted_run_is_marked_on_the_board(tmp_path):
     """A run cut short by Ctrl-C has a report that looks finished; the board must not read it as whole."""
     from pytest_kernelbench.cli.leaderboard import report_lines
-    from pytest_kernelbench.cli.reports import board as make_board
+    from pytest_kernelbench.report.reading import board as make_board
     path = tmp_path / "cut.json"
     path.write_text(json.dumps(_cut_short_report()))
     b = make_board([path])

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import yaml
-
 from kbrun import PROBLEMS, REPO, by_problem, inner_env, make_tree, plugin_args, run
 
 COLLECTIVES = sorted(p.parent.name for p in PROBLEMS.glob("collective/*/problem.yaml"))

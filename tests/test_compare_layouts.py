@@ -9,7 +9,6 @@ import warnings
 
 import pytest
 import torch
-
 from kbrun import REPO
 
 sys.path.insert(0, str(REPO))

@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from kbrun import RING, by_problem, inner_env, make_tree, plugin_args, run
 
 from pytest_kernelbench import report

@@ -8,8 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from kbrun import explain, by_problem, leftover_processes, make_tree, run
+from kbrun import by_problem, explain, leftover_processes, make_tree, run
 
 TIMEOUT_S = 20     # a loaded 2-core machine must still run the honest items inside it
 

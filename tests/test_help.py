@@ -4,13 +4,13 @@ option with its default."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 import subprocess
 import sys
+from pathlib import Path
 
 from kbrun import inner_env, plugin_args
 
-from pytest_kernelbench.plugin import OPTIONS, help_text
+from pytest_kernelbench.options import OPTIONS, help_text
 
 
 def _help() -> str:
@@ -38,7 +38,7 @@ def _blocks(text: str) -> dict[str, str]:
 
 def test_help_shows_every_option_with_its_default():
     blocks = _blocks(_help())
-    for name, _, _, _ in OPTIONS:
+    for name in (o.name for o in OPTIONS):
         assert f"--kb-{name}" in blocks, f"--kb-{name} missing from pytest --help"
         want = help_text(name).rsplit("(default:", 1)[1]
         assert f"(default:{want}" in blocks[f"--kb-{name}"], (name, blocks[f"--kb-{name}"])
@@ -48,14 +48,14 @@ def test_help_shows_every_option_with_its_default():
 def test_every_help_text_survives_argparse_formatting():
     """The same formatting argparse applies, per option, so a new help text with a lone % fails here
     by name rather than as a crash of `pytest -h`."""
-    for name, _, _, _ in OPTIONS:
+    for name in (o.name for o in OPTIONS):
         text = help_text(name).replace("%", "%%")
         assert text % {"default": None, "dest": name, "prog": "pytest"} == help_text(name), name
 
 
 def test_the_readme_option_table_is_the_options_table():
-    from pytest_kernelbench.plugin import README_MARKS, options_markdown
+    from pytest_kernelbench.options import README_MARKS, options_markdown
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     assert README_MARKS[0] in readme, "README.md lost its option table markers"
     block = readme.split(README_MARKS[0], 1)[1].split(README_MARKS[1], 1)[0].strip()
-    assert block == options_markdown(), "README option table drifted: run `python -m pytest_kernelbench.plugin`"
+    assert block == options_markdown(), "README option table drifted: run `python -m pytest_kernelbench.options`"

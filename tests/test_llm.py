@@ -15,17 +15,18 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
-from kbrun import explain, PROBLEMS, REPO, RING, by_problem, make_tree, run
+from kbrun import PROBLEMS, REPO, RING, by_problem, explain, make_tree, run
 from llm_stub import StubServer
 
 sys.path.insert(0, str(REPO))
 
-from pytest_kernelbench import prompt, shapes, usage  # noqa: E402
+from pytest_kernelbench.candidates import prompt
 from pytest_kernelbench.candidates.extract import extract  # noqa: E402
 from pytest_kernelbench.candidates.llm import available, cost_of  # noqa: E402
-from pytest_kernelbench.problem import load_problem  # noqa: E402
+from pytest_kernelbench.metrics import usage  # noqa: E402
 from pytest_kernelbench.session import Placement  # noqa: E402
+from pytest_kernelbench.spec import shapes
+from pytest_kernelbench.spec.problem import load_problem  # noqa: E402
 
 # The plugin runs need litellm (never imported here: only the plugin's subprocesses import it).
 needs_litellm = pytest.mark.skipif(not available(), reason="litellm is not installed (pip install '.[llm]')")

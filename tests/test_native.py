@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from kbrun import PROBLEMS, REPO, inner_env, plugin_args
 
 sys.path.insert(0, str(REPO))
-from pytest_kernelbench import metrics, prompt  # noqa: E402
+from pytest_kernelbench import metrics
+from pytest_kernelbench.candidates import prompt  # noqa: E402
 from pytest_kernelbench.candidates.extract import extract_native  # noqa: E402
 from pytest_kernelbench.native import build as nbuild  # noqa: E402
 from pytest_kernelbench.native.regions import EditError, parse, splice  # noqa: E402
 from pytest_kernelbench.native.scan import scan_region  # noqa: E402
-from pytest_kernelbench.problem import ProblemError, load_problem  # noqa: E402
 from pytest_kernelbench.session import Placement  # noqa: E402
+from pytest_kernelbench.spec.problem import ProblemError, load_problem  # noqa: E402
 
 NATIVE = sorted(y.parent for y in PROBLEMS.glob("*/*/problem.yaml") if "kind: native" in y.read_text())
 SUM = PROBLEMS / "collective" / "shm_segment_sum"
@@ -204,7 +204,7 @@ def test_markers_of_the_new_libraries_select_the_new_problems():
     for pid in ("p2p/ipc_peer_copy", "p2p/shm_ring_buffer", "utility/mbarrier_pipeline", "utility/shm_host_barrier"):
         assert f"test_problem[{pid}]" in proc.stdout
     # --strict-markers above refused no marker of a collected item; the plugin registers every library
-    from pytest_kernelbench.problem import LIBRARIES
+    from pytest_kernelbench.spec.problem import LIBRARIES
     assert {"cuda_ipc", "nccl_device", "nvshmem", "posix_shm"} <= set(LIBRARIES)
 
 

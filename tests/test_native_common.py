@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from bench import gen_native_common as gen   # the repo root is on sys.path (pytest ini `pythonpath`)
+from bench import gen_native_common as gen  # the repo root is on sys.path (pytest ini `pythonpath`)
 
 SHARED = ("kb_st_release", "kb_ld_acquire", "kb_now_ns", "kb_wait_geq", "kb_last_error", "kb_fail", "KB_CHECK",
           "kb_ipc_alloc", "kb_ipc_open")

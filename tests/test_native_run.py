@@ -8,7 +8,6 @@ import shutil
 
 import pytest
 import yaml
-
 from kbrun import PROBLEMS, by_problem, run
 
 SUM = PROBLEMS / "collective" / "shm_segment_sum"

@@ -9,13 +9,12 @@ import subprocess
 import sys
 
 import pytest
-
 from kbrun import REPO, inner_env, plugin_args, run
 from pkb_fixture import make_checkout, make_solutions
 
 sys.path.insert(0, str(REPO))
 from pytest_kernelbench.pkb import checkout, taxonomy  # noqa: E402
-from pytest_kernelbench.problem import CATEGORIES, ProblemError  # noqa: E402
+from pytest_kernelbench.spec.problem import CATEGORIES, ProblemError  # noqa: E402
 
 
 def pytest_run(cwd, *args, timeout=120):
@@ -167,6 +166,7 @@ def test_reference_writing_or_returning_an_argument_is_in_place(body, writes):
 
 def test_adapter_inputs_are_pkb_shapes_with_our_values(tmp_path, monkeypatch):
     import torch
+
     from pytest_kernelbench.pkb import adapter
     monkeypatch.setattr(sys, "path", list(sys.path))     # the adapter puts the shim on it
     pkb = make_checkout(tmp_path / "pkb")
@@ -193,6 +193,7 @@ def test_adapter_inputs_are_pkb_shapes_with_our_values(tmp_path, monkeypatch):
 def test_adapter_cost_and_cached_groups(tmp_path, monkeypatch):
     import torch
     import torch.distributed as dist
+
     from pytest_kernelbench.pkb import adapter
     monkeypatch.setattr(sys, "path", list(sys.path))
     pkb = make_checkout(tmp_path / "pkb")
@@ -212,7 +213,9 @@ def test_adapter_cost_and_cached_groups(tmp_path, monkeypatch):
 
 def test_shim_compile_cuda_extension_is_load_inline_as_pkb_calls_it(monkeypatch):
     import importlib.util
+
     import torch.utils.cpp_extension as ext
+
     from pytest_kernelbench.pkb.adapter import SHIM
     spec = importlib.util.spec_from_file_location("_shim_cuda_helpers", f"{SHIM}/utils/cuda_helpers.py")
     mod = importlib.util.module_from_spec(spec)
@@ -300,6 +303,7 @@ def test_seed_dependent_shapes_pass_with_timing(fixture_run):
 
 def test_adapter_pins_only_the_draws_that_decide_shapes(tmp_path, monkeypatch):
     import torch
+
     from pytest_kernelbench.pkb import adapter
     monkeypatch.setattr(sys, "path", list(sys.path))
     pkb = make_checkout(tmp_path / "pkb")

@@ -17,8 +17,8 @@ import sysconfig
 import pytest
 
 from bench import primitives_example as bench_example
-from pytest_kernelbench import safety
-from pytest_kernelbench.problem import load_problem
+from pytest_kernelbench.candidates import safety
+from pytest_kernelbench.spec.problem import load_problem
 
 EXAMPLE = bench_example.EXAMPLE
 

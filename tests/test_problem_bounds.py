@@ -23,14 +23,14 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-
 from kbrun import PROBLEMS, REPO
 from test_world8_cpu import run_pool
 
 sys.path.insert(0, str(REPO))
-from pytest_kernelbench import hardware, roofline  # noqa: E402
 from pytest_kernelbench.candidates.copies import normalize  # noqa: E402
-from pytest_kernelbench.problem import load_problem  # noqa: E402
+from pytest_kernelbench.metrics import roofline  # noqa: E402
+from pytest_kernelbench.spec import hardware
+from pytest_kernelbench.spec.problem import load_problem  # noqa: E402
 
 BASELINES = REPO / "reports" / "baselines"
 # problems that moved since the recordings (issue 24.10: context-parallel attention is fusion)

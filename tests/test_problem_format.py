@@ -6,9 +6,9 @@ import importlib.util
 
 import pytest
 import torch
-
 from kbrun import PROBLEMS
-from pytest_kernelbench.problem import load_problem
+
+from pytest_kernelbench.spec.problem import load_problem
 
 FOLDERS = sorted(p.parent for p in PROBLEMS.glob("*/*/problem.yaml"))
 

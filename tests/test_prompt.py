@@ -12,12 +12,13 @@ import re
 from pathlib import Path
 
 import pytest
+from kbrun import PROBLEMS, REPO
 
 from bench import gen_prompt_samples
-from kbrun import PROBLEMS, REPO
-from pytest_kernelbench import feedback, prompt, safety, shapes
-from pytest_kernelbench.problem import load_problem
+from pytest_kernelbench.candidates import feedback, prompt, safety
 from pytest_kernelbench.session import Placement
+from pytest_kernelbench.spec import shapes
+from pytest_kernelbench.spec.problem import load_problem
 
 GPU_MACHINE = json.loads((REPO / "reports/baselines/2026-11-21-h200x4-all50-reference.json").read_text())["machine"]
 CPU_MACHINE = json.loads((REPO / "reports/baselines/2026-11-23-cpu-main-job-80-fork.json").read_text())["machine"]
@@ -256,7 +257,7 @@ def _cuda_h() -> Path | None:
 
 @pytest.mark.skipif(_cuda_h() is None, reason="no CUDA toolkit headers")
 def test_device_attribute_numbers_are_cuda_hs():
-    from pytest_kernelbench import hardware
+    from pytest_kernelbench.spec import hardware
     names = {"cc_major": "COMPUTE_CAPABILITY_MAJOR", "cc_minor": "COMPUTE_CAPABILITY_MINOR",
              "sm_count": "MULTIPROCESSOR_COUNT", "l2_bytes": "L2_CACHE_SIZE",
              "smem_per_sm": "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", "smem_per_block": "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
@@ -270,5 +271,5 @@ def test_device_attribute_numbers_are_cuda_hs():
 
 @pytest.mark.skipif(_cuda_h() is None, reason="nvcc is not installed")
 def test_toolchain_reads_the_nvcc_version():
-    from pytest_kernelbench import hardware
+    from pytest_kernelbench.spec import hardware
     assert re.fullmatch(r"\d+\.\d+\.\d+", hardware.toolchain()["nvcc"] or "")

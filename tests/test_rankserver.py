@@ -10,12 +10,11 @@ import sys
 import time
 
 import pytest
-
-from kbrun import explain, RING, by_problem, leftover_processes, make_tree, run
+from kbrun import RING, by_problem, explain, leftover_processes, make_tree, run
 
 sys.path.insert(0, str(__import__("kbrun").REPO))
 from pytest_kernelbench import launch  # noqa: E402
-from pytest_kernelbench.rankserver import RankServerError  # noqa: E402
+from pytest_kernelbench.launch.fork import RankServerError  # noqa: E402
 
 TIMEOUT_S = 20     # a loaded 2-core machine must still run the honest items inside it
 

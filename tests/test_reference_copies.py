@@ -7,7 +7,6 @@ import sys
 
 import pytest
 import yaml
-
 from kbrun import PROBLEMS, REPO, RING, make_tree, run
 
 sys.path.insert(0, str(REPO))

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from kbrun import explain, PROBLEMS, REPO, RING, inner_env, make_tree, plugin_args, run
+from kbrun import PROBLEMS, REPO, RING, explain, inner_env, make_tree, plugin_args, run
 
 sys.path.insert(0, str(REPO))
 from pytest_kernelbench import metrics  # noqa: E402

@@ -12,10 +12,11 @@ import os
 from pathlib import Path
 
 import pytest
-
 from cheats.cheatlib import HONEST
 from kbrun import by_problem, make_tree, run
-from pytest_kernelbench import launch, metrics, safety
+
+from pytest_kernelbench import launch, metrics
+from pytest_kernelbench.candidates import safety
 
 # ---- layer 1: the text scan --------------------------------------------------------------------
 

@@ -8,7 +8,6 @@ import json
 import jsonschema
 import pytest
 import yaml
-
 from kbrun import PROBLEMS, REPO
 
 SCHEMAS = REPO / "pytest_kernelbench" / "schemas"

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelbench.safety import scan
-
-from bench import gen_symm_mem as gen   # the repo root is on sys.path (pytest ini `pythonpath`)
+from bench import gen_symm_mem as gen  # the repo root is on sys.path (pytest ini `pythonpath`)
+from pytest_kernelbench.candidates.safety import scan
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,23 +1,23 @@
 """Pure logic: metrics, roofline, comparison, GPU lease pool, problem validation, launch helpers."""
 from __future__ import annotations
 
-import multiprocessing as mp
 import math
+import multiprocessing as mp
 import os
 import time
 from pathlib import Path
 
 import pytest
 import torch
-
-from pytest_kernelbench import launch, metrics, outcome, procs, roofline
-from pytest_kernelbench.protocol import TimingSpec
-from pytest_kernelbench.gpus import GpuPool
-from pytest_kernelbench.rank.timing import Timing, summarize
-from pytest_kernelbench.problem import ProblemError, load_problem
-from pytest_kernelbench.rank import compare
-
 from kbrun import PROBLEMS, make_tree
+
+from pytest_kernelbench import launch, metrics, outcome, procs
+from pytest_kernelbench.launch.gpus import GpuPool
+from pytest_kernelbench.metrics import roofline
+from pytest_kernelbench.protocol import TimingSpec
+from pytest_kernelbench.rank import compare
+from pytest_kernelbench.rank.timing import Timing, summarize
+from pytest_kernelbench.spec.problem import ProblemError, load_problem
 
 
 # ---- metrics -------------------------------------------------------------------------------
@@ -391,7 +391,7 @@ def test_process_hunter_kills_a_setsid_grandchild(tmp_path):
 
 # ---- calibration cache ---------------------------------------------------------------------
 def test_calibration_is_cached_and_measured_ceilings_win(tmp_path, monkeypatch):
-    from pytest_kernelbench import calibrate
+    from pytest_kernelbench.metrics import calibrate
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     machine = {"gpus": [{"name": "NVIDIA H200"}], "gpu_model": "NVIDIA H200", "driver": "580", "torch": "2.11"}
     path = calibrate.cache_path(machine)
@@ -413,7 +413,7 @@ def test_calibration_is_cached_and_measured_ceilings_win(tmp_path, monkeypatch):
 
 
 def test_calibration_subprocess_runs_without_gpus(tmp_path, monkeypatch):
-    from pytest_kernelbench import calibrate
+    from pytest_kernelbench.metrics import calibrate
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     measured = calibrate.calibrated({"gpus": [], "torch": "x"}, force=True)
     assert measured.get("gpus") == 0, measured

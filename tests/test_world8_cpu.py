@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from kbrun import PROBLEMS, REPO, by_problem, leftover_processes, make_tree, run
 
 HERE = Path(__file__).resolve().parent

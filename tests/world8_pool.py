@@ -64,9 +64,9 @@ def _not_finite(obj) -> str | None:
 
 
 def one_problem(root: Path, problem_id: str, rank: int, world: int) -> dict:
-    from pytest_kernelbench.problem import TINY, load_problem
     from pytest_kernelbench.rank import compare
     from pytest_kernelbench.rank.files import load_module
+    from pytest_kernelbench.spec.problem import TINY, load_problem
     t0 = time.perf_counter()
     p = load_problem(root / problem_id / "problem.yaml", root)
     dtype, device, tol = getattr(torch, p.dtype), torch.device("cpu"), dict(p.tolerance)
@@ -104,8 +104,9 @@ def one_problem(root: Path, problem_id: str, rank: int, world: int) -> dict:
 
 
 def rank_main(rank: int, world: int, port: int, out: str, root: Path, problems: list[str]):
-    import torch.distributed as dist
     import warnings
+
+    import torch.distributed as dist
     warnings.filterwarnings("ignore", category=FutureWarning)     # deprecated collective names
     torch.set_num_threads(1)
     try:

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock
+
 from ..protocol import atomic_write
 
 VERSION = 1

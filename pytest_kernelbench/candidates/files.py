@@ -4,11 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..pkb.checkout import candidate_file as pkb_candidate_file, is_pkb, reference_origin
+from ..pkb.checkout import candidate_file as pkb_candidate_file
+from ..pkb.checkout import is_pkb, reference_origin
 from . import Candidate
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..spec.problem import Problem
 
 MODES = ("auto", "reference", "shipped")
 

@@ -21,7 +21,6 @@ import os
 import random
 import re
 import time
-from collections.abc import Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,16 +28,18 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
-from .. import prompt, shapes
-from . import Candidate
-from .cache import GenerationCache, key as cache_key, lineage as cache_lineage
+from ..protocol import atomic_write
+from ..spec import shapes
+from . import Candidate, prompt
+from .cache import GenerationCache
+from .cache import key as cache_key
+from .cache import lineage as cache_lineage
 from .extract import extract, extract_native
 from .files import python_syntax
-from ..protocol import atomic_write
 
 if TYPE_CHECKING:
-    from ..problem import Problem
-    from ..session import KBSession, Placement
+    from ..options import Settings
+    from ..spec.problem import Placement, Problem
 
 LEDGER = "llm-ledger.json"
 MAX_BACKOFF_S = 120.0
@@ -195,57 +196,37 @@ class Round:
     record: dict
 
 
-def cache_root(session: KBSession) -> Path:
-    d = session.settings.cache_dir
+def cache_root(settings: Settings, rootdir: Path) -> Path:
+    """The cache of generations and prompt facts (--kb-cache-dir, relative to the rootdir)."""
+    d = settings.cache_dir
     if d:
         p = Path(d)
-        return p if p.is_absolute() else session.rootdir / p
-    return session.rootdir / ".kb-cache"
+        return p if p.is_absolute() else Path(rootdir) / p
+    return Path(rootdir) / ".kb-cache"
 
 
 def slug(problem: Problem) -> str:
     return re.sub(r"[^A-Za-z0-9_.]+", "-", problem.id).strip("-")
 
 
-def prefetch_shapes(session: KBSession, problems: Iterable[Problem | None]) -> None:
-    """Probe the input shapes of every collected problem in one subprocess (once per session), so
-    that each item's prompt finds them in the cache instead of starting its own probe."""
-    if session.shapes_prefetched:
-        return
-    session.shapes_prefetched = True
-    from ..session import Skip
-    requests, seen = [], set()
-    for problem in problems:
-        if problem is None:
-            continue
-        try:
-            w = session.place(problem).world_size
-        except Skip:
-            continue
-        if (problem.path, w) not in seen:
-            seen.add((problem.path, w))
-            requests.append((problem, w))
-    if len(requests) > 1:
-        shapes.probe_many(requests, cache_root(session) / "shapes")
-
-
 class ModelSource:
     """Generates the candidates of one item (a problem at a placement) for --kb-model."""
     kind = "llm"
 
-    def __init__(self, session: KBSession, problem: Problem, placement: Placement) -> None:
-        s = session.settings
-        self.session = session
+    def __init__(self, settings: Settings, rootdir: Path, run_dir: Path, machine: dict, problem: Problem,
+                 placement: Placement) -> None:
+        s = self.settings = settings
+        self.run_dir = Path(run_dir)
         self.problem = problem
         self.placement = placement
         self.model = s.model
         self.params = {k: v for k, v in (("temperature", s.temperature), ("max_tokens", s.max_tokens)) if v is not None}
-        root = cache_root(session)
+        root = cache_root(s, rootdir)
         self.cache = GenerationCache(root / "generations")
-        self.ledger = Ledger(session.run_dir, s.max_cost)
+        self.ledger = Ledger(self.run_dir, s.max_cost)
         probed = shapes.probe(problem, placement.world_size, root / "shapes")
         # the budgets the prompt states are this run's (--kb-compile-timeout, --kb-timeout)
-        self.first = prompt.messages(problem, placement, session.machine, probed, s.compile_timeout, s.timeout)
+        self.first = prompt.messages(problem, placement, machine, probed, s.compile_timeout, s.timeout)
         self.first_digest = prompt.digest(self.first)
         self.harness_text = problem.harness_path.read_text()
         self.slug = slug(problem)
@@ -255,7 +236,7 @@ class ModelSource:
 
     # -- files of the run ------------------------------------------------------------------
     def _file(self, what: str, stem: str, suffix: str, text: str) -> Path:
-        path = self.session.run_dir / what / f"{stem}{suffix}"
+        path = self.run_dir / what / f"{stem}{suffix}"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
         return path
@@ -270,12 +251,12 @@ class ModelSource:
         shown = [(r.candidate.source or _clip_answer(r.answer), r.record) for r in history]
         return prompt.refine_messages(self.first, shown, self.harness_text, self.placement.device,
                                       native=self.problem if self.native else None,
-                                      rounds=self.session.settings.rounds)
+                                      rounds=self.settings.rounds)
 
     # -- one generation ----------------------------------------------------------------------
     def generate(self, sample: int, round_no: int, history: list[Round]) -> tuple[Candidate, str, dict]:
         """(candidate, answer text, call record). Raises Skipped or ApiFailure."""
-        s = self.session.settings
+        s = self.settings
         msgs = self.messages(history)
         digest = prompt.digest(msgs)
         k = cache_key(self.model, digest, self.params, sample, round_no)
@@ -318,7 +299,7 @@ class ModelSource:
         return cand, answer, call
 
     def _call(self, msgs: list[dict], call: dict) -> dict:
-        s = self.session.settings
+        s = self.settings
         litellm = litellm_module()
         if s.max_cost is not None and not price_known(self.model):
             msg = (f"--kb-max-cost needs a price for {self.model}, and litellm's offline price map has none; "

@@ -13,9 +13,9 @@ import re
 import sys
 from pathlib import Path
 
-from .. import prompt as kb_prompt
 from .. import report
-from . import reports
+from ..candidates import prompt as kb_prompt
+from ..report import reading as reports
 
 ROLE = re.compile(r"^<!-- (system|user|assistant) -->\n", re.M)
 NESTED = ("parallelism", "libraries", "prompt", "sizes", "band", "roofline", "tokens", "sample_cost")

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import metrics
-from ..problem import DIFFICULTIES
-from .reports import Board, Entry
+from ..report.reading import Board, Entry
+from ..spec.problem import DIFFICULTIES
 
 NA = "n/a"        # a speed figure of an entry that measured no speed: never shown as 0 or 1
 BREAKDOWN_TITLES = {"category": "category", "parallelism": "parallelism", "difficulty": "difficulty",

@@ -16,8 +16,9 @@ import json
 import sys
 from pathlib import Path
 
-from . import compare as cmp
-from . import export, leaderboard, plots, reports
+from ..report import diff as cmp
+from ..report import reading as reports
+from . import export, leaderboard, plots
 
 USAGE = 2
 

@@ -16,7 +16,7 @@ from .regions import EditError, splice
 from .scan import scan
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..spec.problem import Problem
 
 
 @dataclass

@@ -6,13 +6,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..prompt import calls_text, correctness_text, fill, hardware_text, inputs_text, lang_of
-from .build import Recipe, Unavailable, compiler_version, resolve
+from ..candidates.sections import calls_text, correctness_text, fill, hardware_text, inputs_text, lang_of
 from .regions import parse
+from .toolchain import Recipe, Unavailable, compiler_version, resolve
 
 if TYPE_CHECKING:
-    from ..problem import Problem
-    from ..session import Placement
+    from ..spec.problem import Placement, Problem
 
 METRIC_TEXT = {"time": "",
                "latency": " (this problem also reports latency: microseconds per call)",

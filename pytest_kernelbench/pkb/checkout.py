@@ -29,8 +29,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from ..problem import Problem, ProblemError
 from ..protocol import atomic_write
+from ..spec.problem import Problem, ProblemError
 from . import eligibility, pairing, taxonomy
 
 PREFIX = "pkb"                     # item ids are pkb/<N>_<name>

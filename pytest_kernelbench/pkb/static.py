@@ -12,8 +12,7 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from .. import safety
-
+from ..candidates import safety
 from ..candidates.files import python_syntax
 
 if TYPE_CHECKING:

@@ -21,8 +21,20 @@ import time
 import traceback
 from typing import Any
 
-from ..protocol import (Arena, Batch, CandidateInit, Done, Exit, Failed, Imported, Ready, Release, Sets, StorePort,
-                        encode)
+from ..protocol import (
+    Arena,
+    Batch,
+    CandidateInit,
+    Done,
+    Exit,
+    Failed,
+    Imported,
+    Ready,
+    Release,
+    Sets,
+    StorePort,
+    encode,
+)
 from . import memory
 from .channel import Channel, ChannelClosed, ControlPage
 

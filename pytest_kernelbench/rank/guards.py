@@ -16,7 +16,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-
 COLLECTIVE_FUNCS = (
     "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_object",
     "all_gather_coalesced", "_all_gather_base", "all_gather_single", "reduce_scatter", "reduce_scatter_tensor",

@@ -16,7 +16,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-
 HARNESS_DIR = str(Path(__file__).resolve().parent) + os.sep
 BUNDLED_PROBLEMS = Path(__file__).resolve().parents[2] / "problems"   # the package's own problem tree
 

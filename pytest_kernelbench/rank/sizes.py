@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import math
+import os
 import random
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ..protocol import SETUP_MARK, Done, Sets, encode
 from . import checks, compare, memory
@@ -29,8 +29,39 @@ from .stats import paired_speedup, size_band
 from .timing import Timing, summarize
 
 if TYPE_CHECKING:
-    from .checker import Checker
     from .link import Window
+
+
+class Checker(Protocol):
+    """What a size run needs of its rank's checker (rank/checker.py; named here so the two modules do
+    not import each other)."""
+    job: Any
+    rank: int
+    world: int
+    key: str
+    files: Any
+    link: Any
+    driver: Any
+    arenas: dict[int, Any]
+    device: Any
+    dtype: Any
+    harness: Any
+    reference: Any
+
+    @property
+    def torch(self) -> Any: ...
+    def agree(self, obj: object) -> list: ...
+    def agree_max(self, x: float) -> float: ...
+    def barrier(self) -> None: ...
+    def store_barrier(self, name: str, timeout_s: float, what: str) -> None: ...
+    def sync(self) -> None: ...
+    def batch_timeout(self) -> float: ...
+    def next_arena(self) -> int: ...
+    def arena_ranges(self, lent: list) -> list[tuple[int, int]]: ...
+    def die(self, category: str, message: str, where: str, exc: BaseException | None = None) -> NoReturn: ...
+    def unsafe_check(self, phase: str) -> None: ...
+    def make_inputs(self, size: str, what: str) -> Any: ...
+    def call_reference(self, args: tuple, phase: str) -> Any: ...
 
 CHECKED_PER_WINDOW = 2          # calls of a timed window whose outputs are compared (plus the last)
 SETTLED_EVERY = 4               # one timed window in this many (which one: chosen after it) is let settle

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from ..protocol import TimingSpec
 from .stats import median_band
 
-
 PROBE_CALLS = 24
 
 

@@ -135,8 +135,6 @@ def main() -> None:
     import torch  # noqa: F401
     import torch.distributed  # noqa: F401
     import torch.distributed._functional_collectives  # noqa: F401
-    from . import (candidate, channel, checker, checks, compare, envwatch, exchange, globalstate,  # noqa: F401
-                   guards, link, memory, multicast, native, sandbox, shield, sizes, stats, timing)
     serve()
 
 

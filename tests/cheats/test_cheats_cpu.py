@@ -8,9 +8,8 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from cheatlib import HONEST, rank_logs, tree_digest
-from kbrun import explain, by_problem, leftover_processes, make_tree, run
+from kbrun import by_problem, explain, leftover_processes, make_tree, run
 
 TIMEOUT_S = 40
 THREAD_WORK_S = 0.004

@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from cheatlib import HONEST, rank_logs, tree_digest
 from kbrun import by_problem, explain, leftover_processes, make_tree, run
 

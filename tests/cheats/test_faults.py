@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from cheatlib import HONEST, processes_with, rank_logs, tree_digest
 from kbrun import by_problem, leftover_processes, make_tree, run
 

@@ -8,7 +8,6 @@ import time
 
 import pytest
 import torch
-
 from cheatlib import HONEST
 from kbrun import PROBLEMS, by_problem, leftover_processes, make_tree, run
 

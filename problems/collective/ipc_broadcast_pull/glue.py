@@ -2,7 +2,7 @@ import ctypes
 
 import torch
 
-from pytest_kernelbench.native import glue
+from pytest_kernelbench.rank import glue
 
 ROOT = 0      # the broadcast's root, as in harness.py
 

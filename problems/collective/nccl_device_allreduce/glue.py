@@ -2,7 +2,7 @@ import ctypes
 
 import torch
 
-from pytest_kernelbench.native import glue
+from pytest_kernelbench.rank import glue
 
 
 # ---- glue (hidden): rank 0's NCCL unique id to every rank through the process group, then the

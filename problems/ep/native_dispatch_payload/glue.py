@@ -1,6 +1,6 @@
 import ctypes
 import torch
-from pytest_kernelbench.native import glue
+from pytest_kernelbench.rank import glue
 
 
 # ---- glue (hidden): one IPC buffer per rank (flags, counts, two parities of receive blocks) -----------

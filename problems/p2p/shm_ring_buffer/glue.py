@@ -2,7 +2,7 @@ import ctypes
 
 import torch
 
-from pytest_kernelbench.native import glue
+from pytest_kernelbench.rank import glue
 
 
 # ---- glue (hidden): one segment with W rings, mapped by every rank ------------------------------------

@@ -2,7 +2,7 @@ import ctypes
 
 import torch
 
-from pytest_kernelbench.native import glue
+from pytest_kernelbench.rank import glue
 
 
 # ---- glue (hidden): one IPC buffer per rank (flag words + two gather buffers), mapped everywhere -------

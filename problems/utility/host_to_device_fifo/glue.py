@@ -1,7 +1,7 @@
 import ctypes
 
 
-from pytest_kernelbench.native import glue
+from pytest_kernelbench.rank import glue
 
 
 # ---- glue (hidden): the ring is allocated once (pinned, mapped) ----------------------------------------

@@ -2,7 +2,7 @@ import ctypes
 
 import torch
 
-from pytest_kernelbench.native import glue
+from pytest_kernelbench.rank import glue
 
 
 # ---- glue (hidden): nothing to share; the device is set once -------------------------------------------

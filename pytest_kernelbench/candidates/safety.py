@@ -22,7 +22,7 @@ import io
 import re
 import tokenize
 
-from .protocol import GUARDED_ENV, MULTICAST_OFF  # noqa: F401 (re-exported)
+from ..protocol import GUARDED_ENV, MULTICAST_OFF  # noqa: F401 (re-exported)
 
 _TOKEN = re.compile(r"[A-Za-z0-9_]*(?:multimem|multicast|nvls)[A-Za-z0-9_]*", re.IGNORECASE)
 MAX_SHOWN = 4

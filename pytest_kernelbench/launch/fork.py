@@ -22,8 +22,8 @@ import threading
 import time
 from pathlib import Path
 
-from .procs import alive, die_with_parent
-from .protocol import JobLayout
+from ..procs import alive, die_with_parent
+from ..protocol import JobLayout
 
 START_TIMEOUT_S = 120.0      # importing torch on a loaded machine
 SPAWN_TIMEOUT_S = 30.0

@@ -12,7 +12,7 @@ means a cheat or a wrong cost model, and is flagged.
 """
 from __future__ import annotations
 
-from .metrics import geomean
+from . import geomean
 
 SUSPECT = 1.05
 

@@ -265,8 +265,8 @@ def _solutions(folder: Path, declared: dict, devices: tuple, p: Path) -> dict:
 def _native(folder: Path, data: dict, devices: tuple, forbid: tuple, harness_fns: set, p: Path):
     """A native problem's template, recipe and shipped fill (solution<suffix>), checked: the markers
     pair up and the shipped fill splices into the template (a broken exemplar fails collection)."""
-    from .native.build import LINKABLE, SUFFIX
-    from .native.regions import EditError, MarkerError, parse, splice
+    from ..native.regions import EditError, MarkerError, parse, splice
+    from ..native.toolchain import LINKABLE, SUFFIX
     if forbid:
         raise ProblemError(p, "field 'forbid' does not apply to native problems: what region code may use is "
                               "the build recipe's libraries and headers")
@@ -317,3 +317,11 @@ def size_names(problem: Problem, device: str, requested: list[str] | None) -> li
         return [TINY]
     gpu = [s for s in problem.sizes if s != TINY]
     return gpu or [TINY]
+
+
+@dataclass
+class Placement:
+    """Where one item runs: its device, world size and the sizes it runs (session.place decides)."""
+    device: str
+    world_size: int
+    sizes: list

@@ -3,7 +3,7 @@ prompt. Found by running harness.inputs() on the `meta` device (no data, no memo
 separate Python process, so the pytest process never imports harness code and no harness text
 ever reaches a prompt: only the structure of what it returns.
 
-    python -m pytest_kernelbench.shapes < request.json > answer.json
+    python -m pytest_kernelbench.spec.shapes < request.json > answer.json
 
 Request: {"jobs": [{"harness": path, "sizes": {name: cfg}, "world_size": W, "dtype": "bfloat16"}]}.
 Answer: {"results": [{size name: {"ranks": [[arg, ...] per rank]} or {"error": "type only"}}]},
@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .protocol import atomic_write, child_pythonpath
+from ..protocol import atomic_write, child_pythonpath
 
 if TYPE_CHECKING:
     from .problem import Problem
@@ -115,7 +115,7 @@ def probe_many(requests: list[tuple], cache_dir: Path | None = None) -> list[dic
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     env["PYTHONPATH"] = child_pythonpath(env)
     try:
-        proc = subprocess.run([sys.executable, "-m", "pytest_kernelbench.shapes"], input=json.dumps({"jobs": jobs}),
+        proc = subprocess.run([sys.executable, "-m", "pytest_kernelbench.spec.shapes"], input=json.dumps({"jobs": jobs}),
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env)
         answer = json.loads(proc.stdout)["results"] if proc.returncode == 0 else None
     except (OSError, subprocess.SubprocessError, ValueError, KeyError):

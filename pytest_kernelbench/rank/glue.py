@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from ..rank.native import NativeContext
+    from .native import NativeContext
 
 IPC_HANDLE_BYTES = 64
 
@@ -43,7 +43,7 @@ def check(lib: ctypes.CDLL, rc: int, what: str) -> None:
 
 def exchange(obj: object) -> list:
     """Every rank's `obj`, in rank order (the default process group's store; setup only)."""
-    from ..rank.exchange import all_gather
+    from .exchange import all_gather
     return all_gather(obj, "glue", codec="pickle")
 
 
@@ -52,14 +52,15 @@ def shared_segment(ctx: NativeContext, nbytes: int) -> int:
     else the temporary folder, mapped by each rank and unlinked once all have it, so nothing is left
     behind even if the job is killed)."""
     import mmap
+
     import torch.distributed as dist
     base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
-    path = os.path.join(base, f"kb-native-{secrets.token_hex(8)}") if ctx.rank == 0 else None
-    if ctx.rank == 0:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    mine = os.path.join(base, f"kb-native-{secrets.token_hex(8)}") if ctx.rank == 0 else None
+    if mine is not None:
+        fd = os.open(mine, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
         os.ftruncate(fd, nbytes)
         os.close(fd)
-    path = exchange(path)[0]
+    path: str = exchange(mine)[0]
     fd = os.open(path, os.O_RDWR)
     mm = mmap.mmap(fd, nbytes)
     os.close(fd)

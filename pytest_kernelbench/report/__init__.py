@@ -11,8 +11,8 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
-from . import metrics
-from .protocol import atomic_write
+from .. import metrics
+from ..protocol import atomic_write
 
 SCHEMA_VERSION = 2   # schemas/report.schema.json
 
@@ -223,7 +223,7 @@ def summary_lines(doc: dict) -> list[str]:
         lines.append("speed: none (no item passed, so no speedup was measured)")
     else:
         lines.append("speed: none (no passed item was timed)")
-    from .usage import summary_line
+    from ..metrics.usage import summary_line
     cost = summary_line(a.get("cost"))
     if cost:
         lines.append(cost)

@@ -10,11 +10,10 @@ from collections.abc import Iterable, Sequence
 from math import comb
 from typing import Any
 
-from .protocol import Failure, Outcome
-from .rank.stats import BAND_COVERAGE, median_band, paired_ratios, paired_speedup, size_band  # noqa: F401
+from ..protocol import TIERS, Failure, Outcome, tier  # noqa: F401 (TIERS, tier: the tiers' one home)
+from ..rank.stats import BAND_COVERAGE, median_band, paired_ratios, paired_speedup, size_band  # noqa: F401
 
 CATEGORIES = tuple(f.value for f in Failure)
-TIERS = (("better", 1.20), ("on_par", 0.95), ("degraded", 0.60), ("severely_degraded", 0.0))
 FAST_P = (0.0, 1.0, 1.5, 2.0)
 BREAKDOWNS = ("category", "parallelism", "difficulty", "libraries", "family")
 # outcomes that count in the denominator of every rate: everything selected that was not skipped
@@ -26,15 +25,6 @@ def geomean(xs: Iterable[Any]) -> float | None:
     if not xs:
         return None
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
-
-
-def tier(score: float | None) -> str | None:
-    if score is None:
-        return None
-    for name, lower in TIERS:
-        if score >= lower:
-            return name
-    return TIERS[-1][0]
 
 
 def verdict(score: float | None, band: tuple | list | None = None) -> str | None:

@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock
-from .protocol import atomic_write
+
+from ..protocol import atomic_write
 
 
 def _alive(pid: int) -> bool:

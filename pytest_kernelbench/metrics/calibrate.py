@@ -3,7 +3,7 @@
 matrix rate, and the one-way latency of a flag written into a peer's memory (a device-initiated
 ping-pong between two GPUs: no host, launch or copy engine in the loop).
 
-    python -m pytest_kernelbench.calibrate [--json PATH] [--force]
+    python -m pytest_kernelbench.metrics.calibrate [--json PATH] [--force]
 
 The plugin runs it once per machine in a subprocess (never creating a CUDA context in pytest)
 and caches the result on disk, keyed by GPUs, driver and torch; a file lock keeps concurrent
@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
-from .protocol import child_pythonpath
+
+from ..protocol import child_pythonpath
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -195,7 +196,7 @@ def calibrated(machine: dict, force: bool = False, timeout_s: float = 600) -> di
             except ValueError:
                 pass
         env = {**os.environ, "PYTHONPATH": child_pythonpath()}
-        proc = subprocess.run([sys.executable, "-m", "pytest_kernelbench.calibrate", "--json", str(path), "--force",
+        proc = subprocess.run([sys.executable, "-m", "pytest_kernelbench.metrics.calibrate", "--json", str(path), "--force",
                                "--no-cache"], capture_output=True, text=True, timeout=timeout_s, env=env)
         if proc.returncode != 0 or not path.exists():
             return {"error": (proc.stderr or proc.stdout)[-2000:]}
@@ -206,7 +207,7 @@ def ceilings(machine: dict, measured: dict) -> dict:
     """What the roofline divides by: the larger of the measured and the published figure. A probe
     only shows what it reached (on 4xH200 our pull kernel read 307 GB/s per GPU while NCCL's
     all_gather moves 343): a ceiling below what real code achieves would flag honest kernels."""
-    from .hardware import published_ceilings
+    from ..spec.hardware import published_ceilings
     pub = published_ceilings(machine.get("gpu_model") or "")
     out = {k: pub.get(k) for k in ("link_bw", "hbm_bw", "peak_flops")}
     sources = {}
@@ -224,7 +225,7 @@ def ceilings(machine: dict, measured: dict) -> dict:
 
 
 def table(machine: dict, measured: dict) -> str:
-    from .hardware import published_ceilings
+    from ..spec.hardware import published_ceilings
     pub = published_ceilings(machine.get("gpu_model") or measured.get("gpu_model") or "")
     rows = [("ceiling", "measured", "published"),
             ("NVLink per GPU per direction", _gb(measured.get("link_bw")), _gb(pub.get("link_bw"))),
@@ -246,12 +247,12 @@ def _tf(x: float | None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m pytest_kernelbench.calibrate", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m pytest_kernelbench.metrics.calibrate", description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", help="write the measurement here")
     ap.add_argument("--force", action="store_true", help="measure even if cached")
     ap.add_argument("--no-cache", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    from .hardware import machine_info
+    from ..spec.hardware import machine_info
     machine = machine_info()
     if args.no_cache:       # the subprocess side of calibrated(): just measure
         result = {**measure(), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}

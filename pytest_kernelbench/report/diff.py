@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import metrics
-from . import reports
+from . import reading as reports
 
 DEFAULT_THRESHOLD = 0.05     # how far a speed delta must go to be called a change when no --fail-on says
 

@@ -27,12 +27,11 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from .outcome import LaunchOutcome, classify, deadline_message, logs_tail, read_phases, setup_phase
+from ..outcome import LaunchOutcome, classify, deadline_message, logs_tail, read_phases, setup_phase
+from ..procs import Activity, ProcessHunter, become_subreaper, die_with_parent, has_token, parent_of
+from ..protocol import MULTICAST_OFF, JobLayout, JobSpec, child_pythonpath
+from .fork import ForkedRanks, RankServer, RankServerError
 from .keyservice import KeyService
-from .procs import Activity, ProcessHunter, become_subreaper, die_with_parent, has_token, parent_of
-from .protocol import JobLayout, JobSpec, child_pythonpath
-from .rankserver import ForkedRanks, RankServer, RankServerError
-from .safety import MULTICAST_OFF
 
 LOG_LIMIT_BYTES = int(os.environ.get("KB_LOG_LIMIT_BYTES") or 8 << 20)   # per rank log
 SAFE_ENV = {  # NVLink multicast must stay off on the lent machines (safety.py); hangs must surface fast

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from .metrics import verdict as verdict_of
+from ..protocol import tier
 
 EXCERPT_LINES = 30         # lines of a failure message shown to the model
 EXCERPT_CHARS = 2500       # and characters
@@ -119,7 +119,7 @@ def slower(record: dict) -> bool:
     band = record.get("band")
     if band and band[1] is not None:
         return band[1] < 1.0
-    return (record.get("verdict") or verdict_of(score)) in ("degraded", "severely_degraded")
+    return (record.get("verdict") or tier(score)) in ("degraded", "severely_degraded")
 
 
 def speed_text(record: dict) -> str:
