@@ -5,6 +5,7 @@ them is a dependency a reader has to follow."""
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -145,3 +146,26 @@ def test_the_rules_see_deferred_and_type_only_imports(tmp_path):
         assert imports(path, known) == {"pytest_kernelbench.session", "pytest_kernelbench.metrics.roofline"}
     finally:
         path.unlink()
+
+
+def readme_house_section() -> str:
+    text = (REPO / "README.md").read_text()
+    start = text.index("## The package, stage by stage")
+    end = text.index("\n## ", start + 3)
+    return text[start:end]
+
+
+def test_the_readme_names_every_module_in_its_stage_section():
+    """The README's house section is written from the import graph: a new module gets its line
+    there (by path under pytest_kernelbench/; a folder ending in / covers what is inside it)."""
+    section = readme_house_section()
+    named = set(re.findall(r"`([a-z_/]+(?:\.py|/))`", section))
+    missing = []
+    for path in sorted(modules().values()):
+        rel = path.relative_to(PACKAGE).as_posix()
+        if rel in named or any(n.endswith("/") and rel.startswith(n) for n in named):
+            continue
+        missing.append(rel)
+    assert not missing, "modules the README's 'The package, stage by stage' does not name: " + ", ".join(missing)
+    stale = sorted(n for n in named if not (PACKAGE / n).exists())
+    assert not stale, "the README's house section names modules that do not exist: " + ", ".join(stale)
