@@ -183,19 +183,20 @@ class KBSession:
             category, message = candidate.failure
             record.update(outcome="failed", failure=category, message=message)
             return record
-        if not candidate.is_reference and problem.kind != "native" and \
+        kind = problem.kind_spec
+        if not candidate.is_reference and kind.copies_detectable and \
                 copies.is_reference_copy(candidate.source, problem.reference_path.read_text()):
             record.update(outcome="failed", failure="reference_copy", message=copies.MESSAGE)
             return record
         if not self.settings.allow_multicast and not candidate.is_reference:
             # refused before launch: it never runs here (a native candidate is C/C++/CUDA)
-            found = safety.scan(candidate.source, "c" if problem.kind == "native" else "python")
+            found = safety.scan(candidate.source, kind.language)
             if found:
                 record.update(outcome="failed", failure="unsafe", message=found)
                 return record
         record["metric"] = problem.metric
         native = None
-        if problem.kind == "native" and not candidate.is_reference:
+        if kind.built and not candidate.is_reference:
             native = self.prepare_native(problem, candidate, record)
             if native is None:
                 return record

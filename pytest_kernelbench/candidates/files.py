@@ -56,7 +56,7 @@ def shipped(problem: Problem, device: str, name: str | None, strict: bool) -> Ca
 
 def from_directory(problem: Problem, directory: Path, pkb_backend: str = "cuda") -> Candidate:
     # a native problem's candidate is its template's language: the whole file or only the regions
-    suffix = Path(problem.template).suffix if problem.kind == "native" else ".py"
+    suffix = problem.kind_spec.suffix(problem.template)
     path = Path(directory) / problem.category / f"{problem.name}{suffix}"
     expected = f"<dir>/{problem.category}/{problem.name}{suffix}"
     origin, meta, given = str(path), {}, str(directory)

@@ -231,8 +231,8 @@ class ModelSource:
         self.harness_text = problem.harness_path.read_text()
         self.slug = slug(problem)
         # native problems: the answer is C++/CUDA (the whole template or its EDIT regions)
-        self.native = problem.kind == "native"
-        self.suffix = Path(problem.template).suffix if self.native else ".py"
+        self.native = problem.kind_spec.language != "python"
+        self.suffix = problem.kind_spec.suffix(problem.template)
 
     # -- files of the run ------------------------------------------------------------------
     def _file(self, what: str, stem: str, suffix: str, text: str) -> Path:

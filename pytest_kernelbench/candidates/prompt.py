@@ -15,6 +15,8 @@ import json
 import re
 from typing import TYPE_CHECKING
 
+from ..native.prompt import native_task_text
+from ..spec.kinds import REWRITE
 from .feedback import HIDDEN_LINE, body, goal, harness_lines, needs_refinement, redact
 from .sections import (  # noqa: F401 (callers')
     PRIMITIVES_EXAMPLE,
@@ -58,13 +60,13 @@ def messages(problem: Problem, placement: Placement, machine: dict, probed: dict
              compile_budget_s: float | None = None, deadline_s: float | None = None) -> list[dict]:
     """The first round's chat: a system message and the task. compile_budget_s / deadline_s: the
     run's --kb-compile-timeout and the item's deadline (default: the protocol's and problem.yaml's)."""
-    if problem.kind == "native":
-        from ..native.prompt import native_task_text
-        return [{"role": "system", "content": fill("system_native.md")},
-                {"role": "user", "content": native_task_text(problem, placement, machine, probed,
-                                                             compile_budget_s, deadline_s)}]
-    return [{"role": "system", "content": fill("system.md")},
-            {"role": "user", "content": task_text(problem, placement, machine, probed, compile_budget_s, deadline_s)}]
+    task = TASKS[problem.kind]
+    return [{"role": "system", "content": fill(problem.kind_spec.system_prompt)},
+            {"role": "user", "content": task(problem, placement, machine, probed, compile_budget_s, deadline_s)}]
+
+
+# each kind's task text (spec/kinds.py); the system and refine prompts are the kind's own
+TASKS = {"rewrite": task_text, "native": native_task_text}
 
 
 # ---- refinement rounds -----------------------------------------------------------------------------
@@ -95,8 +97,8 @@ def feedback(record: dict, round_no: int, harness_text: str = "", device: str = 
                 f" After this next answer, {remaining} more round{'s remain' if remaining > 1 else ' remains'}.")
     values = dict(round=round_no, of=of, next=round_no + 1, outcome=head, excerpt=evidence, goal=goal(record),
                   left=left)
-    text = fill("refine_native.md", lang=lang_of(native), **values) if native is not None else \
-        fill("refine.md", **values)
+    kind = native.kind_spec if native is not None else REWRITE
+    text = fill(kind.refine_prompt, lang=lang_of(native), **values)
     return re.sub(r"\n{3,}", "\n\n", text)
 
 

@@ -76,8 +76,8 @@ def forbid_text(problem: Problem) -> str:
 
 def cpu_transports(problem: Problem) -> str:
     """What a CPU (gloo) candidate of this problem may communicate with."""
-    if problem.kind == "native":
-        return "what the template's fixed part provides (for example memory shared by the rank processes)"
+    if problem.kind_spec.transports:
+        return problem.kind_spec.transports
     allowed = [name for family, name in (("p2p", "point-to-point calls (send, recv, isend, irecv, batch_isend_irecv)"),
                                           ("collectives", "torch.distributed collectives"))
                if family not in problem.forbid]
@@ -97,7 +97,7 @@ def inplace_text(problem: Problem) -> str:
 def correctness_text(problem: Problem) -> str:
     tol = problem.tolerance
     name = "correctness_own.md" if has_own_check(problem) else "correctness_allclose.md"
-    inplace = "" if problem.kind == "native" else inplace_text(problem)   # a template's entry point says it
+    inplace = inplace_text(problem) if problem.kind_spec.states_inplace else ""
     return fill(name, atol=tol.get("atol"), rtol=tol.get("rtol"), inplace_text=inplace)
 
 
@@ -106,8 +106,9 @@ def _seconds(s: float) -> str:
 
 
 def calls_text(problem: Problem, placement: Placement, compile_budget_s: float | None, deadline_s: float | None) -> str:
-    if problem.kind == "native":
-        setup, loading = "work done once per size, e.g. scratch buffers or tables", "Loading your library"
+    kind = problem.kind_spec
+    if kind.setup_examples and kind.loading:
+        setup, loading = kind.setup_examples, kind.loading
     elif placement.device == "cuda":
         setup, loading = ("JIT builds, buffers, symmetric-memory rendezvous, exchanging handles",
                           "Importing your module")

@@ -13,12 +13,13 @@ from typing import Any
 
 import yaml
 
+from .kinds import KINDS, Kind
+
 CATEGORIES = ("p2p", "collective", "ep", "fusion", "utility")
 PARALLELISMS = ("tp", "sp", "cp", "dp", "fsdp", "ep", "pp")
 DIFFICULTIES = ("easy", "medium", "hard")
 LIBRARIES = ("nccl", "gloo", "symm_mem", "nvshmem", "triton", "cuda", "cublas", "mscclpp", "deepep",
              "cuda_ipc", "nccl_device", "posix_shm")
-KINDS = ("rewrite", "native")        # native: a C++/CUDA template with edit regions (problems/NATIVE.md)
 METRICS = ("time", "latency", "bandwidth")
 DEVICES = ("cpu", "cuda")
 # integer dtypes: problems whose work is indices and counts (the dispatch layouts)
@@ -74,6 +75,11 @@ class Problem:
     protected: tuple = ()          # more folders candidates may not touch (a PKB item: its checkout's files)
     family: str | None = None      # near-duplicate variants share one (metrics.family_weighted)
     unscored: str | None = None    # why its speedup stays out of the speed aggregates, if it does
+
+    @property
+    def kind_spec(self) -> Kind:
+        """What this problem's kind does at each stage (spec/kinds.py)."""
+        return KINDS[self.kind]
 
     @property
     def id(self) -> str:
@@ -224,16 +230,13 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
     if "solution" not in {n.name for n in ref_tree.body if isinstance(n, ast.FunctionDef)}:
         raise ProblemError(folder / "reference.py", "missing function 'solution()'")
 
-    kind = _need(data, "kind", p, str, KINDS) if "kind" in data else "rewrite"
+    kind = _need(data, "kind", p, str, tuple(KINDS)) if "kind" in data else "rewrite"
     metric = _need(data, "metric", p, str, METRICS) if "metric" in data else "time"
-    if kind == "native":
-        template, build, solutions = _native(folder, data, devices, forbid, found, p)
-    else:
-        for key in ("template", "build"):
-            if key in data:
-                raise ProblemError(p, f"field '{key}' belongs to native problems (add 'kind: native')")
-        template, build = None, None
-        solutions = _solutions(folder, data.get("solutions") or {}, devices, p)
+    for other in KINDS.values():        # a field of another kind is a mistake worth naming
+        for key in other.fields:
+            if key in data and key not in KINDS[kind].fields:
+                raise ProblemError(p, f"field '{key}' belongs to {other.name} problems (add 'kind: {other.name}')")
+    template, build, solutions = LOADERS[kind](folder, data, devices, forbid, found, p)
     return Problem(root=Path(root), path=folder, title=title, description=description, category=category,
                    parallelism=parallelism, difficulty=difficulty, libraries=libraries,
                    world_sizes=tuple(sorted(world_sizes)), devices=devices, dtype=dtype, sizes=dict(sizes),
@@ -260,6 +263,11 @@ def _solutions(folder: Path, declared: dict, devices: tuple, p: Path) -> dict:
     for name, path in found.items():
         out.setdefault(name, {"path": path, "devices": tuple(devices)})
     return out
+
+
+def _rewrite(folder: Path, data: dict, devices: tuple, forbid: tuple, harness_fns: set, p: Path):
+    """A rewrite problem's own parts: its shipped solutions/*.py (no template, no build)."""
+    return None, None, _solutions(folder, data.get("solutions") or {}, devices, p)
 
 
 def _native(folder: Path, data: dict, devices: tuple, forbid: tuple, harness_fns: set, p: Path):
@@ -307,6 +315,10 @@ def _native(folder: Path, data: dict, devices: tuple, forbid: tuple, harness_fns
     if "native_call" not in harness_functions(glue):
         raise ProblemError(glue, "missing function 'native_call()' (the glue of a native problem)")
     return template, dict(build), {"solution": {"path": spath, "devices": tuple(devices)}}
+
+
+# each kind's own problem.yaml parts (spec/kinds.py): (template, build, solutions)
+LOADERS = {"rewrite": _rewrite, "native": _native}
 
 
 def size_names(problem: Problem, device: str, requested: list[str] | None) -> list[str]:
