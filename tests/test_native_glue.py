@@ -10,6 +10,7 @@ Regenerate (only when a glue's behaviour is meant to change):
 from __future__ import annotations
 
 import ctypes
+import difflib
 import hashlib
 import importlib.util
 import json
@@ -264,7 +265,11 @@ def test_every_glue_has_a_golden_trace(golden):
 
 @pytest.mark.parametrize("folder", GLUES, ids=_key)
 def test_glue_calls_exactly_what_it_called_before(folder, golden):
-    assert traces(folder) == golden[_key(folder)]
+    got, want = traces(folder), golden[_key(folder)]
+    assert list(got) == list(want)
+    for name, lines in want.items():
+        diff = "\n".join(difflib.unified_diff(lines, got[name], "golden", "now", lineterm=""))
+        assert got[name] == lines, f"{name}:\n{diff}"
 
 
 def test_a_glue_that_passes_one_value_differently_fails_the_comparison(golden, tmp_path):
