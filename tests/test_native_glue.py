@@ -4,8 +4,9 @@
 The traces must equal tests/data/glue_traces.json, recorded from the glue files before they were
 rewritten onto the standard setup (issue 25), so a rewrite that calls anything differently fails.
 
-Regenerate (only when a glue's behaviour is meant to change):
-    PYTHONPATH=$PWD python tests/test_native_glue.py --write
+Record a new problem's trace (or one whose glue is meant to change; read it before committing):
+    PYTHONPATH=$PWD python tests/test_native_glue.py --write <category>/<name> ...
+(no names: every glue file.)
 """
 from __future__ import annotations
 
@@ -259,7 +260,7 @@ def golden() -> dict:
 
 
 def test_every_glue_has_a_golden_trace(golden):
-    assert sorted(golden) == [_key(f) for f in GLUES]
+    assert sorted(golden) == [_key(f) for f in GLUES], "record it: python tests/test_native_glue.py --write <cat>/<name>"
     assert len(GLUES) >= 30
 
 
@@ -285,8 +286,14 @@ def test_a_glue_that_passes_one_value_differently_fails_the_comparison(golden, t
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--write"]:
+    if sys.argv[1:2] != ["--write"]:
         sys.exit(__doc__)
+    only = sys.argv[2:]
+    keys = {_key(f): f for f in GLUES}
+    if set(only) - set(keys):
+        sys.exit(f"no glue.py in problems/ for {sorted(set(only) - set(keys))}")
+    old = json.loads(GOLDEN.read_text()) if GOLDEN.exists() else {}
+    new = {k: traces(f) if not only or k in only else old[k] for k, f in keys.items()}
     GOLDEN.parent.mkdir(exist_ok=True)
-    GOLDEN.write_text(json.dumps({_key(f): traces(f) for f in GLUES}, indent=1) + "\n")
-    print(f"wrote {GOLDEN} ({len(GLUES)} glue files)")
+    GOLDEN.write_text(json.dumps(new, indent=1) + "\n")
+    print(f"wrote {GOLDEN}: {', '.join(only) or f'all {len(keys)} glue files'}")
