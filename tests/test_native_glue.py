@@ -285,6 +285,17 @@ def test_a_glue_that_passes_one_value_differently_fails_the_comparison(golden, t
         assert traces(folder, glue_file=changed) != golden[_key(folder)], (old, new)
 
 
+@pytest.mark.parametrize("buffer_bytes, setup, why", [
+    ([4096], [glue_mod.RANK], "a ctypes value"),                    # a bare int: its C type would be a guess
+    ([glue_mod.BUFS], [glue_mod.RANK], "BUFS is an argument of kb_setup"),
+])
+def test_an_argument_of_the_standard_setup_must_say_its_c_type(buffer_bytes, setup, why):
+    trace = Trace()
+    ctx = FakeContext(0, 2, torch.device("cuda", 0), torch.float32, {"s": {"n": 1}})
+    with _patched(trace, 0, 2), pytest.raises(TypeError, match=why):
+        glue_mod.ipc_setup(FakeLib(trace), ctx, buffer_bytes=buffer_bytes, setup=setup, entry=("kb_f",))
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] != ["--write"]:
         sys.exit(__doc__)
