@@ -9,22 +9,12 @@ ROOT = 0      # the broadcast's root, as in harness.py
 
 # ---- glue (hidden): one IPC buffer per rank (flags + two staging buffers), mapped everywhere ---------
 def native_setup(lib, ctx):
-    data_bytes = glue.max_size(ctx, "n") * torch.tensor([], dtype=ctx.dtype).element_size()
-    glue.check(lib, glue.declare(lib, "kb_init", ctypes.c_int, ctypes.c_int)(ctx.device.index), "kb_init")
-    nbytes = glue.declare(lib, "kb_buffer_bytes", ctypes.c_size_t, ctypes.c_longlong)(data_bytes)
-    bufs = glue.ipc_buffers(lib, ctx, nbytes)
-    setup = glue.declare(lib, "kb_setup", ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
-                         ctypes.c_longlong)
-    glue.check(lib, setup(ctx.rank, ctx.world, ROOT, bufs, data_bytes), "kb_setup")
-    torch.cuda.synchronize(ctx.device)
-    glue.exchange(None)          # every rank mapped every buffer before anyone's first call
-    ctx.state["fn"] = glue.declare(lib, "kb_broadcast", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                   ctypes.c_longlong, ctypes.c_void_p)
+    data_bytes = ctypes.c_longlong(glue.max_size(ctx, "n") * ctx.dtype.itemsize)
+    glue.ipc_setup(lib, ctx, buffer_bytes=[data_bytes],
+                   setup=[glue.RANK, glue.WORLD, ctypes.c_int(ROOT), glue.BUFS, data_bytes],
+                   entry=("kb_broadcast", *glue.X_Y_N_STREAM))
 
 
 def native_call(lib, inputs, ctx):
     (x,) = inputs
-    y = torch.empty_like(x)
-    rc = ctx.state["fn"](glue.ptr(x), glue.ptr(y), x.numel() * x.element_size(), ctx.stream())
-    glue.check(lib, rc, "kb_broadcast")
-    return y
+    return glue.call_xy(lib, ctx, x, torch.empty_like(x), x.numel() * x.element_size())

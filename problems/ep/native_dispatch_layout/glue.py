@@ -7,9 +7,9 @@ from pytest_kernelbench.rank import glue
 
 # ---- glue (hidden): nothing to share; the device is set once -------------------------------------------
 def native_setup(lib, ctx):
-    glue.check(lib, glue.declare(lib, "kb_init", ctypes.c_int, ctypes.c_int)(ctx.device.index), "kb_init")
+    glue.init(lib, ctx)
     p, i = ctypes.c_void_p, ctypes.c_int
-    ctx.state["fn"] = glue.declare(lib, "kb_dispatch_layout", i, p, p, p, p, i, i, i, i, p)
+    glue.entry_point(lib, ctx, "kb_dispatch_layout", p, p, p, p, i, i, i, i, p)
 
 
 def native_call(lib, inputs, ctx):
@@ -19,7 +19,6 @@ def native_call(lib, inputs, ctx):
     per_rank = torch.empty(num_ranks, dtype=torch.int32, device=dev)
     per_expert = torch.empty(num_experts, dtype=torch.int32, device=dev)
     in_rank = torch.empty(t, num_ranks, dtype=torch.bool, device=dev)
-    rc = ctx.state["fn"](glue.ptr(topk_ids), glue.ptr(per_rank), glue.ptr(per_expert), glue.ptr(in_rank),
-                         t, k, num_experts, num_ranks, ctx.stream())
-    glue.check(lib, rc, "kb_dispatch_layout")
+    glue.call(lib, ctx, glue.ptr(topk_ids), glue.ptr(per_rank), glue.ptr(per_expert), glue.ptr(in_rank),
+              t, k, num_experts, num_ranks, ctx.stream())
     return per_rank, per_expert, in_rank

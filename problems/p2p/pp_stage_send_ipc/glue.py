@@ -7,17 +7,10 @@ from pytest_kernelbench.rank import glue
 
 # ---- glue (hidden): one IPC buffer per rank (flags + two staging buffers), mapped everywhere ----------
 def native_setup(lib, ctx):
-    e = torch.tensor([], dtype=ctx.dtype).element_size()
-    data_bytes = max(int(c["tokens"]) * int(c["hidden"]) for c in ctx.sizes.values()) * e
-    glue.check(lib, glue.declare(lib, "kb_init", ctypes.c_int, ctypes.c_int)(ctx.device.index), "kb_init")
-    nbytes = glue.declare(lib, "kb_buffer_bytes", ctypes.c_size_t, ctypes.c_longlong)(data_bytes)
-    bufs = glue.ipc_buffers(lib, ctx, nbytes)
-    setup = glue.declare(lib, "kb_setup", ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_longlong)
-    glue.check(lib, setup(ctx.rank, ctx.world, bufs, data_bytes), "kb_setup")
-    torch.cuda.synchronize(ctx.device)
-    glue.exchange(None)          # every rank mapped every buffer before anyone's first call
-    ctx.state["fn"] = glue.declare(lib, "kb_stage_send", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                   ctypes.c_longlong, ctypes.c_void_p)
+    data_bytes = ctypes.c_longlong(glue.max_size(ctx, "tokens", "hidden") * ctx.dtype.itemsize)
+    glue.ipc_setup(lib, ctx, buffer_bytes=[data_bytes],
+                   setup=[glue.RANK, glue.WORLD, glue.BUFS, data_bytes],
+                   entry=("kb_stage_send", *glue.X_Y_N_STREAM))
 
 
 def native_call(lib, inputs, ctx):
@@ -28,6 +21,5 @@ def native_call(lib, inputs, ctx):
     else:                        # the first stage receives nothing
         y = x.new_empty((0, x.shape[1]))
         out = ctypes.c_void_p(None)
-    rc = ctx.state["fn"](glue.ptr(x), out, x.numel() * x.element_size(), ctx.stream())
-    glue.check(lib, rc, "kb_stage_send")
+    glue.call(lib, ctx, glue.ptr(x), out, x.numel() * x.element_size(), ctx.stream())
     return y

@@ -1,27 +1,16 @@
 import ctypes
 
-import torch
-
 from pytest_kernelbench.rank import glue
 
 
 # ---- glue (hidden): one IPC buffer per rank (flag words + two gather buffers), mapped everywhere -------
 def native_setup(lib, ctx):
-    data_bytes = ctx.world * glue.max_size(ctx, "n") * torch.tensor([], dtype=ctx.dtype).element_size()
-    glue.check(lib, glue.declare(lib, "kb_init", ctypes.c_int, ctypes.c_int)(ctx.device.index), "kb_init")
-    nbytes = glue.declare(lib, "kb_buffer_bytes", ctypes.c_size_t, ctypes.c_longlong)(data_bytes)
-    bufs = glue.ipc_buffers(lib, ctx, nbytes)
-    setup = glue.declare(lib, "kb_setup", ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_longlong)
-    glue.check(lib, setup(ctx.rank, ctx.world, bufs, data_bytes), "kb_setup")
-    torch.cuda.synchronize(ctx.device)
-    glue.exchange(None)          # every rank mapped every buffer before anyone's first call
-    ctx.state["fn"] = glue.declare(lib, "kb_barrier_gather", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                   ctypes.c_longlong, ctypes.c_void_p)
+    data_bytes = ctypes.c_longlong(ctx.world * glue.max_size(ctx, "n") * ctx.dtype.itemsize)
+    glue.ipc_setup(lib, ctx, buffer_bytes=[data_bytes],
+                   setup=[glue.RANK, glue.WORLD, glue.BUFS, data_bytes],
+                   entry=("kb_barrier_gather", *glue.X_Y_N_STREAM))
 
 
 def native_call(lib, inputs, ctx):
     (x,) = inputs
-    y = x.new_empty((ctx.world, x.numel()))
-    rc = ctx.state["fn"](glue.ptr(x), glue.ptr(y), x.numel(), ctx.stream())
-    glue.check(lib, rc, "kb_barrier_gather")
-    return y
+    return glue.call_xy(lib, ctx, x, x.new_empty((ctx.world, x.numel())), x.numel())

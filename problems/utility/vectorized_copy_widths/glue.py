@@ -7,14 +7,14 @@ from pytest_kernelbench.rank import glue
 
 # ---- glue (hidden): nothing to share; the device is set once -------------------------------------------
 def native_setup(lib, ctx):
-    glue.check(lib, glue.declare(lib, "kb_init", ctypes.c_int, ctypes.c_int)(ctx.device.index), "kb_init")
-    ctx.state["fn"] = glue.declare(lib, "kb_widen", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
-                                   ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+    glue.init(lib, ctx)
+    p = ctypes.c_void_p
+    glue.entry_point(lib, ctx, "kb_widen", p, p, ctypes.c_int, ctypes.c_int, p)
 
 
 def native_call(lib, inputs, ctx):
     (x,) = inputs
     rows, cols = x.shape
     y = torch.empty((rows, cols - 1), device=x.device, dtype=torch.float32)
-    glue.check(lib, ctx.state["fn"](glue.ptr(x), glue.ptr(y), rows, cols, ctx.stream()), "kb_widen")
+    glue.call(lib, ctx, glue.ptr(x), glue.ptr(y), rows, cols, ctx.stream())
     return y
