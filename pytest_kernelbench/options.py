@@ -59,9 +59,10 @@ OPTIONS: list[Option] = [
     Option("device", str, "auto", "auto | cpu | cuda", choices=("auto", "cpu", "cuda")),
     Option("nproc", int, None, "world size (default: the largest valid one that fits)", positive=True),
     Option("cpu-ranks", int, 4, "most ranks to start for a CPU (gloo) item", positive=True),
-    Option("launcher", str, "fork", "fork | torchrun: how a job's ranks start (fork: from a rank server that has "
-           "imported torch, a fresh process per rank of each item; torchrun: torch.distributed.run per item)",
-           choices=("fork", "torchrun")),
+    # no choices: a plugin's launcher (hookspec.pytest_kb_make_launcher) is a name too; plugin.py checks it
+    Option("launcher", str, "fork", "fork | torchrun | a launcher a plugin answers pytest_kb_make_launcher for: how "
+           "a job's ranks start (fork: from a rank server that has imported torch, a fresh process per rank of each "
+           "item; torchrun: torch.distributed.run per item)"),
     Option("timeout", float, None, "deadline in seconds for one item's job (default: problem.yaml timeout_s, else "
            f"{DEFAULT_TIMEOUT_S:.0f})", positive=True),
     Option("compile-timeout", float, JobSpec.compile_timeout_s, "cap in seconds on importing/compiling a candidate "

@@ -1,10 +1,11 @@
-"""What a finished job means: the outcome of one job read from its folder.
+"""What a finished job means: the outcome of one job, from what launching it did (launch's
+`LaunchFacts`) and what its folder holds (`judge`; `classify` reads the folder alone).
 
 A trusted result (every rank exited 0, every rank's done-file signed) is the worker's verdict;
-otherwise the ranks' error files, heartbeats, logs and the exit codes (the rank server's
-logs/exits.json, or torchrun's exit summary) are read to find
-the root cause: the rank that died, raised, or stopped progressing, named with its phase and
-where it was, its peers after it. Log excerpts are made here only, without C++ frame dumps.
+otherwise the ranks' error files, heartbeats, logs and the exit codes (logs/exits.json, written by
+every launcher as protocol.ExitFacts) are read to find the root cause: the rank that died, raised,
+or stopped progressing, named with its phase and where it was, its peers after it. Log excerpts
+are made here only, without C++ frame dumps.
 """
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .protocol import CANDIDATE_FAILURES, SETUP_MARK, done_mark
+from .launch import LaunchFacts
+from .launch.jobs import read_heartbeats, read_phases, setup_phase
+from .protocol import CANDIDATE_FAILURES, ExitFacts, JobLayout, done_mark
+
+__all__ = ["LaunchOutcome", "classify", "clean_log", "deadline_message", "drop_cpp_frames", "judge", "logs_tail",
+           "read_heartbeats", "read_phases", "setup_phase"]
 
 TAIL_CHARS = 3000
 
@@ -34,15 +40,6 @@ class LaunchOutcome:
     killed: list = field(default_factory=list)   # stray processes killed after the job
     log_tail: str = ""
     warnings: list = field(default_factory=list)
-
-
-def read_phases(job_dir: Path) -> dict:
-    phases = {}
-    for f in sorted((job_dir / "hb").glob("rank*")):
-        if f.name[4:].isdigit():
-            text = f.read_text(errors="replace").strip()
-            phases[int(f.name[4:])] = text.split(" ", 1)[1] if " " in text else text
-    return phases
 
 
 def tail(path: Path, chars: int = TAIL_CHARS) -> str:
@@ -65,6 +62,35 @@ def logs_tail(job_dir: Path, ranks: Iterable[int] | None = None) -> str:
             if t:
                 parts.append(f"--- rank {r} ---\n{t}")
     return "\n".join(parts)
+
+
+def judge(facts: LaunchFacts) -> LaunchOutcome:
+    """The outcome of a launched job: what launching it did (launch.run_job) and what its folder holds."""
+    job_dir = Path(facts.job_dir)
+    if facts.error:
+        return LaunchOutcome("error", "harness_error", facts.error, wall_s=facts.wall_s, log_tail=logs_tail(job_dir))
+    if facts.timed_out:
+        out = LaunchOutcome("failed", "timeout",
+                            deadline_message(facts.timed_out, job_dir, facts.phases, facts.candidate_path),
+                            returncode=facts.returncode, log_tail=logs_tail(job_dir))
+    else:
+        rc = facts.returncode if facts.returncode is not None else -1
+        out = classify(job_dir, facts.token, facts.nproc, rc, facts.key, facts.candidate_path)
+        if facts.truncated:
+            out.message += f" [log truncated: {', '.join(facts.truncated)} exceeded {_size(facts.log_limit)}]"
+    out.wall_s, out.compile_s, out.rank_phases, out.killed = facts.wall_s, facts.compile_s, facts.phases, facts.killed
+    if facts.tree_changed:
+        changed = facts.tree_changed
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        out.message = (f"the job modified the problem tree (undone; changed files kept in "
+                       f"{facts.quarantine}): {shown}"
+                       + (f"; before that: {out.category}: {out.message}" if out.category else ""))
+        out.status, out.category, out.result = "failed", "forbidden_call", None
+    return out
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 
 
 def classify(job_dir: Path, token: str, nproc: int, rc: int, key: str | None = None,
@@ -128,15 +154,6 @@ def _trim_traceback(tb: str, lines: int = 12) -> str:
     return "\n".join(keep[-lines:])
 
 
-# torchrun's failure summary: "  rank      : 1 (local_rank: 1)\n  exitcode  : 7 (pid: 123)"
-_RANK_EXIT = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", re.M)
-
-
-def _dead_ranks(log: str) -> list[tuple[int, int]]:
-    found = [(int(r), int(c)) for r, c in _RANK_EXIT.findall(log)]
-    return [(r, c) for r, c in found if c != 0]
-
-
 def _describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -148,8 +165,8 @@ def _describe_exit(code: int) -> str:
 
 # ---- who stopped, who waited ----------------------------------------------------------------------
 # A rank that stops progressing (a hang in candidate code) shows up as its peers' failure: they
-# time out in the next collective (gloo raises, the NCCL watchdog aborts the process), and torchrun
-# then stops the rank that hung, which reports nothing. The blame goes to the rank that stopped,
+# time out in the next collective (gloo raises, the NCCL watchdog aborts the process), and the
+# launcher then stops the rank that hung, which reports nothing. The blame goes to the rank that stopped,
 # with its phase (heartbeat) and where it was (the Python stack it dumps on SIGTERM, see
 # worker.main), and the peers' phases and errors after it.
 
@@ -191,25 +208,6 @@ def clean_log(text: str) -> str:
     """A log excerpt as reports and models see it: no C++ frames, no harness frames in stack dumps."""
     return _collapse(drop_cpp_frames(text), _HARNESS_DUMP_FRAME,
                      lambda n: f"  [{n} harness frame{'s' if n > 1 else ''}]\n")
-
-
-def read_heartbeats(job_dir: Path) -> dict[int, tuple[float, str]]:
-    """rank -> (time of its last heartbeat, phase)."""
-    beats = {}
-    for f in sorted((job_dir / "hb").glob("rank*")):
-        if f.name[4:].isdigit():
-            text = f.read_text(errors="replace").strip()
-            stamp, _, phase = text.partition(" ")
-            try:
-                beats[int(f.name[4:])] = (float(stamp), phase)
-            except ValueError:
-                beats[int(f.name[4:])] = (0.0, text)
-    return beats
-
-
-def setup_phase(phase: str) -> bool:
-    """Importing the candidate or its first call of a size: time on the compile budget."""
-    return phase.startswith("import candidate") or SETUP_MARK in phase
 
 
 def candidate_phase(phase: str) -> bool:
@@ -299,23 +297,14 @@ def stopped_at(log: str, candidate_path: str | None = None) -> dict | None:
     return {"in_candidate": bool(own) and not waiting, "where": where}
 
 
-def _root_cause(torchrun_log: str) -> int | None:
-    """The rank of torchrun's "Root Cause (first observed failure)"."""
-    i = torchrun_log.rfind("Root Cause")
-    m = _RANK_EXIT.search(torchrun_log, i) if i >= 0 else None
-    return int(m.group(1)) if m else None
-
-
-def failed_exits(job_dir: Path, torchrun_log: str) -> tuple[dict[int, int], int | None]:
-    """The ranks that exited non-zero (-N: killed by signal N) and the first of them: the rank
-    server's logs/exits.json, else torchrun's failure summary (the same facts)."""
-    try:
-        data = json.loads((job_dir / "logs" / "exits.json").read_text())
-        exits = {int(r): int(c) for r, c in data["exits"].items() if int(c) != 0}
-        return exits, data.get("root_cause")
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return {int(r): int(c) for r, c in _RANK_EXIT.findall(torchrun_log)}, _root_cause(torchrun_log)
+def failed_exits(job_dir: Path) -> tuple[dict[int, int], int | None, str]:
+    """The ranks that exited non-zero (-N: killed by signal N), the first of them, and the
+    launcher's own log (logs/exits.json, whichever launcher wrote it)."""
+    facts = ExitFacts.read(JobLayout(job_dir).exits)
+    if facts is None:
+        return {}, None, ""
+    log = tail(JobLayout(job_dir).logs / facts.log, 20000) if facts.log else ""
+    return facts.failed(), facts.root_cause, log
 
 
 def _rank_states(job_dir: Path, candidate_path: str | None, nproc: int, errors: list,
@@ -393,14 +382,13 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
     1. a rank that died without a word (a signal other than the NCCL watchdog's abort, os._exit):
        `crash`; its peers then fail inside a collective.
     2. a rank whose own error is not a failed wait for peers: its category (runtime_error, ...).
-    3. a rank stopped by torchrun in candidate code while its peers timed out waiting for it:
+    3. a rank stopped by the launcher in candidate code while its peers timed out waiting for it:
        `timeout` naming it (the rank that stopped progressing), then its peers.
     4. otherwise the first error, or the first rank the watchdog aborted (timed out waiting).
-    Ranks that torchrun stopped (SIGTERM/SIGKILL) are consequences, unless rule 3 applies."""
+    Ranks that the launcher stopped (SIGTERM/SIGKILL) are consequences, unless rule 3 applies."""
     order = {"candidate": 0, "reference": 1, "harness": 2}
     errors = sorted(errors, key=lambda e: (order.get(e.get("where"), 3), e.get("time", 0)))
-    torchrun_log = tail(job_dir / "logs" / "torchrun.log", 20000)
-    exits, root = failed_exits(job_dir, torchrun_log)
+    exits, root, launcher_log = failed_exits(job_dir)
     states = _rank_states(job_dir, candidate_path, nproc, errors, exits)
     summary = any(st["exit"] is not None for st in states.values())
     stop_codes = (-signal.SIGTERM, -signal.SIGKILL)
@@ -409,7 +397,7 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
         rest = "; ".join(_describe(states[p], with_error) for p in sorted(states) if p != r)
         return f" (other ranks: {rest})" if rest else ""
 
-    def first(ranks: Iterable[int]) -> list[int]:   # torchrun's root cause first, then by rank
+    def first(ranks: Iterable[int]) -> list[int]:   # the launcher's root cause first, then by rank
         return sorted(ranks, key=lambda r: (r != root, r))
 
     silent = [r for r, st in states.items() if st["error"] is None and r not in done]
@@ -424,7 +412,7 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
         at = f", at {st['at']['where']}" if st["at"] and st["at"]["where"] else ""
         return LaunchOutcome("failed", "crash", f"rank {r} died ({how}) without reporting an error{where}{at}"
                              + others(r), returncode=rc,
-                             log_tail=logs_tail(job_dir, {r}) or clean_log(torchrun_log)[-TAIL_CHARS:])
+                             log_tail=logs_tail(job_dir, {r}) or clean_log(launcher_log)[-TAIL_CHARS:])
 
     def reported(e: dict) -> LaunchOutcome:    # the rank's own error; a signal it died of after writing it is noted
         out = _error_outcome(job_dir, e, rc)
@@ -465,4 +453,4 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
         return LaunchOutcome("failed", "crash", f"every rank exited 0 but rank(s) {missing} never finished the "
                              "protocol (exited early?)", returncode=rc, log_tail=logs_tail(job_dir))
     return LaunchOutcome("failed", "crash", f"the job exited with {rc}; rank(s) {missing} did not finish",
-                         returncode=rc, log_tail=clean_log(torchrun_log)[-TAIL_CHARS:] + logs_tail(job_dir))
+                         returncode=rc, log_tail=clean_log(launcher_log)[-TAIL_CHARS:] + logs_tail(job_dir))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import options
+from . import hookspec, options
 from .candidates.files import CandidateError, parse_mode
 from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN, kb_candidate, kb_placement, kb_problem, kb_session  # noqa: F401 (fixtures)
 from .options import OPTIONS, Settings, help_text
@@ -21,6 +21,7 @@ from .pkb import checkout as pkb_checkout
 from .pkb import pairing as pkb_pairing
 from .run import BenchRun, ReportWriter, identity, is_kb_nodeid, kb_home, resumed_records
 from .session import base_record, new_run_id
+from .launch import registry
 from .spec import hardware
 from .spec.problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
 from .testcase import test_problem
@@ -28,7 +29,28 @@ from .testcase import test_problem
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
 
+    from .launch.base import Launcher
+
     from .spec.problem import Problem
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspec)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_kb_make_launcher(config: pytest.Config, name: str) -> Launcher | None:
+    """The built-in launchers answer last: a conftest or plugin may answer first (hookspec.py)."""
+    return registry.make(name)
+
+
+def make_launcher(config: pytest.Config, name: str) -> Launcher:
+    """The launcher --kb-launcher names; a name nobody answers is a one-line usage error."""
+    launcher = config.hook.pytest_kb_make_launcher(config=config, name=name)
+    if launcher is None:
+        raise pytest.UsageError(f"--kb-launcher={name!r}: expected {registry.known()} (or a name a plugin "
+                                "answers pytest_kb_make_launcher for)")
+    return launcher
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("kernelbench", "multi-GPU communication kernel benchmark")
@@ -138,7 +160,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _check_resume(settings, config)
     else:
         run_id, nonce = new_run_id(run_label(settings)), settings.seed or secrets.token_hex(16)
-    run = BenchRun(config, settings, run_id, nonce)
+    run = BenchRun(config, settings, run_id, nonce, make_launcher(config, settings.launcher))
     config.pluginmanager.register(run, RUN_PLUGIN)
     if not worker:
         config.pluginmanager.register(ReportWriter(run), "kernelbench-report")

@@ -186,8 +186,8 @@ class JobLayout:
         hb/rank<R>          "<unix time> <phase>", replaced atomically (heartbeat, by the checker)
         hb/pids<R>          "<checker pid> <candidate pid>" (what the launcher watches for compiles)
         logs/rank<R>.log    the candidate process's stdout+stderr (its prints, its stack when stopped)
-        logs/checker<R>.log the checker's own; logs/torchrun.log torchrun's; logs/exits.json the rank
-                            server's exit facts
+        logs/checker<R>.log the checker's own; logs/torchrun.log torchrun's (a launcher's own log)
+        logs/exits.json     how each rank ended (ExitFacts), written by every launcher
         error/rank<R>.json  why the rank gave up: {rank, category, message, where, traceback, time}
         done/rank<R>        done_mark() of the job: the checker finished the protocol
         result.json         rank 0's result once every rank finished
@@ -244,6 +244,41 @@ def done_mark(key: str | None, token: str, rank: int, result_bytes: bytes = b"")
         return token
     msg = f"{token}|done|{rank}|{hashlib.sha256(result_bytes).hexdigest()}".encode()
     return hmac.new(key.encode(), msg, hashlib.sha256).hexdigest()
+
+
+@dataclass
+class ExitFacts:
+    """How a job's ranks ended, as its launcher saw them: logs/exits.json, one format for every
+    launcher (fork, torchrun, slurm...), the only exit facts outcome.py reads."""
+    launcher: str                                             # its name (--kb-launcher)
+    exits: dict[int, int] = field(default_factory=dict)       # rank -> exit code (-N: signal N); unknown: absent
+    root_cause: int | None = None                             # the first rank that failed
+    hosts: dict[int, str] = field(default_factory=dict)       # rank -> host it ran on
+    pids: dict[int, int] = field(default_factory=dict)        # rank -> its pid there
+    step: str | None = None                                   # Slurm: "<job>.<step>" that ran the ranks
+    log: str | None = None     # the launcher's own log under logs/ (shown when no rank's log says why)
+
+    def failed(self) -> dict[int, int]:
+        """The ranks that exited non-zero."""
+        return {r: c for r, c in self.exits.items() if c != 0}
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        data = asdict(self)
+        for k in ("exits", "hosts", "pids"):
+            data[k] = {str(r): v for r, v in sorted(data[k].items())}
+        atomic_write(path, json.dumps(data, indent=1))
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> ExitFacts | None:
+        """None when the file is missing or unreadable (the launcher could not write it)."""
+        try:
+            data = json.loads(Path(path).read_text())
+            for k in ("exits", "hosts", "pids"):
+                data[k] = {int(r): v for r, v in (data.get(k) or {}).items()}
+            data["exits"] = {r: int(c) for r, c in data["exits"].items()}
+            return _from_dict(cls, data)
+        except (OSError, ValueError, TypeError, AttributeError, SpecError):
+            return None
 
 
 def atomic_write(path: str | os.PathLike[str], text: str) -> None:

@@ -31,6 +31,7 @@ from .spec import hardware
 if TYPE_CHECKING:
     from _pytest.terminal import TerminalReporter
 
+    from .launch.base import Launcher
     from .report.diff import Comparison
     from .spec.problem import Problem
 
@@ -83,8 +84,10 @@ def pkb_facts(settings: Settings) -> dict | None:
 
 
 class BenchRun:
-    def __init__(self, config: pytest.Config, settings: Settings, run_id: str, nonce: str) -> None:
+    def __init__(self, config: pytest.Config, settings: Settings, run_id: str, nonce: str,
+                 launcher: Launcher | None = None) -> None:
         self.config = config
+        self.launcher = launcher      # what starts the jobs' ranks (plugin.make_launcher)
         self.settings = settings
         self.run_id = run_id
         self.nonce = nonce
@@ -118,7 +121,7 @@ class BenchRun:
     def session(self) -> KBSession:
         if self._session is None:
             self._session = KBSession(self.settings, self.rootdir, self.run_id, self.nonce, self.machine,
-                                      json_path=self.json_path)
+                                      json_path=self.json_path, launcher=self.launcher)
         return self._session
 
     # ---- collection ---------------------------------------------------------------------------------
@@ -143,7 +146,7 @@ class BenchRun:
                 and not self.settings.print_prompt:
             # items run in this process: the rank server imports torch while the first item gets ready
             try:
-                self.session.rank_server()
+                self.session.warm_launcher()
             except Exception:   # noqa: BLE001 - the first item meets the same error and reports it
                 pass
 

@@ -18,10 +18,12 @@ from filelock import FileLock
 
 from . import launch, metrics
 from .candidates import copies, safety
-from .launch.fork import RankServer
+from .launch import registry
+from .launch.base import Launcher
 from .launch.gpus import GpuPool
 from .metrics import roofline
 from .options import DEFAULT_TIMEOUT_S, Settings, per_item
+from .outcome import LaunchOutcome, judge
 from .pkb.checkout import is_pkb
 from .protocol import JobLayout, JobSpec, TimingSpec, rule_of
 from .spec import hardware
@@ -30,7 +32,6 @@ from .spec.problem import Placement, size_names
 if TYPE_CHECKING:
     from .candidates import Candidate
     from .native import Prepared
-    from .outcome import LaunchOutcome
     from .spec.problem import Problem
 
 PKB_SHIM = str(Path(__file__).resolve().parent / "pkb" / "shim")     # PKB's `utils` helpers, our own
@@ -46,7 +47,8 @@ def new_run_id(label: str) -> str:
 
 
 class KBSession:
-    def __init__(self, settings: Settings, rootdir: Path, run_id: str, nonce: str, machine: dict, json_path: Path):
+    def __init__(self, settings: Settings, rootdir: Path, run_id: str, nonce: str, machine: dict, json_path: Path,
+                 launcher: Launcher | None = None):
         self.settings = settings
         self.rootdir = Path(rootdir)
         self.run_id = run_id
@@ -66,21 +68,19 @@ class KBSession:
         # native candidates' builds: per machine, shared by xdist workers and runs (native/build.py)
         self.native_dir = os.environ.get("KB_NATIVE_CACHE") or str(cache / "native")
         self.shapes_prefetched = False     # model runs probe every item's input shapes once, up front
-        self._rank_server: RankServer | None = None
+        # what starts every job's ranks (--kb-launcher; plugin.py makes it, through the hook)
+        made = launcher or registry.make(settings.launcher)
+        if made is None:
+            raise ValueError(f"--kb-launcher={settings.launcher!r}: expected {registry.known()}")
+        self.launcher: Launcher = made
 
-    def rank_server(self) -> RankServer | None:
-        """The process that forks every job's ranks (--kb-launcher=fork); started on first call, so
-        calling it ahead of the first item overlaps its torch import with other work."""
-        if self.settings.launcher != "fork":
-            return None
-        if self._rank_server is None:
-            self._rank_server = launch.rank_server(self.extensions_dir)
-        self._rank_server.start()
-        return self._rank_server
+    def warm_launcher(self) -> None:
+        """Start what the launcher keeps between jobs (the fork launcher's zygote) ahead of the first
+        item, so its torch import overlaps with other work."""
+        self.launcher.prepare()
 
     def close(self) -> None:
-        if self._rank_server is not None:
-            self._rank_server.close()
+        self.launcher.close()
 
     # ---- where an item runs ----------------------------------------------------------------
     def prefetch_shapes(self, problems: Iterable[Problem | None]) -> None:
@@ -206,16 +206,16 @@ class KBSession:
         timeout = per_item(self.settings.timeout, problem.timeout_s, DEFAULT_TIMEOUT_S)
         with build_folder(Path(self.extensions_dir), candidate.source or "") as builds:
             job = self.job(problem, candidate, placement, job_dir, native, builds)
-            kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout,
-                          compile_timeout_s=self.settings.compile_timeout, extensions_dir=str(builds),
-                          server=self.rank_server())
+            kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout, launcher=self.launcher,
+                          compile_timeout_s=self.settings.compile_timeout, extensions_dir=str(builds))
             if placement.device == "cuda":
+                assert self.pool is not None
                 with self.pool.lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
-                    outcome = launch.run_job(job_dir, job, cuda_devices=lease["gpus"], **kwargs)
+                    facts = launch.run_job(job_dir, job, cuda_devices=lease["gpus"], **kwargs)
                 record.update(gpus=lease["gpus"], concurrent_with=lease["concurrent_with"])
             else:
-                outcome = launch.run_job(job_dir, job, **kwargs)
-        self.fill(record, outcome, placement)
+                facts = launch.run_job(job_dir, job, **kwargs)
+        self.fill(record, judge(facts), placement)
         metrics.annotate_metric(record.get("sizes") or [], problem.metric)
         record["job_dir"] = str(job_dir)
         if record["outcome"] == "passed" and not self.settings.keep_jobs:

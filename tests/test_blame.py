@@ -14,6 +14,8 @@ from cheats.cheatlib import HONEST
 from kbrun import by_problem, leftover_processes, make_tree, run
 
 from pytest_kernelbench import outcome
+from pytest_kernelbench.launch import torchrun as torchrun_launcher
+from pytest_kernelbench.protocol import JobLayout
 
 DEADLINE_S = 20
 
@@ -193,6 +195,8 @@ def _job(tmp: Path, phases: dict, errors: dict = (), logs: dict = (), torchrun: 
     for r, text in dict(logs).items():
         (tmp / "logs" / f"rank{r}.log").write_text(text)
     (tmp / "logs" / "torchrun.log").write_text(torchrun)
+    # what the torchrun launcher writes from its failure summary after the job (launch/torchrun.py)
+    torchrun_launcher.exit_facts(torchrun, len(phases), None).write(JobLayout(tmp).exits)
     return tmp
 
 

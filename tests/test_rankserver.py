@@ -4,7 +4,6 @@ writing forged requests into its stdin must fail at most the candidate's own ite
 one, and leave nothing behind. One pytest run (no xdist: one zygote, items in name order)."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -179,16 +178,19 @@ def test_zygote_leaves_when_its_launcher_closes_the_pipe():
 
 
 def test_exit_summary_has_torchruns_facts(tmp_path):
-    """exits.json is read like torchrun's failure summary: non-zero exits and the first failure."""
-    from pytest_kernelbench import outcome
-    (tmp_path / "logs").mkdir()
-    (tmp_path / "logs" / "exits.json").write_text(json.dumps({"exits": {"0": -15, "1": 7, "2": 0},
-                                                              "root_cause": 1}))
-    assert outcome.failed_exits(tmp_path, "") == ({0: -15, 1: 7}, 1)
-    (tmp_path / "logs" / "exits.json").unlink()
+    """exits.json (every launcher's format) holds what torchrun's failure summary says: non-zero
+    exits and the first failure; the fork launcher's and the torchrun launcher's read alike."""
+    from pytest_kernelbench.launch import torchrun
+    from pytest_kernelbench.protocol import ExitFacts
+    path = tmp_path / "exits.json"
+    ExitFacts("fork", exits={0: -15, 1: 7, 2: 0}, root_cause=1).write(path)
+    fork = ExitFacts.read(path)
+    assert fork is not None and (fork.failed(), fork.root_cause) == ({0: -15, 1: 7}, 1)
     summary = ("Failures:\n[1]:\n  rank      : 0 (local_rank: 0)\n  exitcode  : -15 (pid: 2)\n"
                "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : 7 (pid: 3)\n")
-    assert outcome.failed_exits(tmp_path, summary) == ({0: -15, 1: 7}, 1)
+    torchrun.exit_facts(summary, 3, 1).write(path)
+    parsed = ExitFacts.read(path)
+    assert parsed is not None and (parsed.failed(), parsed.root_cause) == ({0: -15, 1: 7}, 1)
 
 
 def test_unknown_launcher_is_a_usage_error(tmp_path):

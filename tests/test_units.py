@@ -359,7 +359,8 @@ Root Cause (first observed failure):
 
 
 def test_dead_ranks_are_read_from_torchrun_summary():
-    assert outcome._dead_ranks(TORCHRUN_SUMMARY) == [(1, -11), (0, 3)]
+    from pytest_kernelbench.launch import torchrun
+    assert torchrun._dead_ranks(TORCHRUN_SUMMARY) == [(1, -11), (0, 3)]
     assert outcome._describe_exit(-11) == "signal SIGSEGV"
 
 

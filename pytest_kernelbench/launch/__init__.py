@@ -1,13 +1,15 @@
-"""Run one job's ranks with a deadline, and leave no process behind.
+"""Run one job's ranks with a deadline, and leave no process behind; return what happened
+(`LaunchFacts`), for outcome.py to judge.
 
-The ranks come from the rank server (rankserver.py: forked from a process that has imported
-torch, the default) or from torchrun (`--kb-launcher=torchrun`). Either way every rank runs in
-its own session, so killing one process group alone orphans the ranks. Every process a job
-starts carries KB_JOB_TOKEN in its environment (a forked rank is known by its pid); on the way
-out we kill, by pid, every process that has the token, belongs to a session we saw in the job's
-tree, or descends from one of those, and check again until none is left. The launching process is a
-child subreaper (Linux), so a daemon that double-forks, calls setsid and drops its environment
-is re-parented to us instead of init, and is found as our own child started during the job.
+A launcher (base.Launcher: fork.py, the rank server, by default; torchrun.py; one a plugin gives
+through the pytest_kb_make_launcher hook) starts the ranks; everything around it is here, alike
+for every launcher. Every rank runs in its own session, so killing one process group alone orphans
+the ranks. Every process a job starts carries KB_JOB_TOKEN in its environment (a forked rank is
+known by its pid); on the way out we kill, by pid, every process that has the token, belongs to a
+session we saw in the job's tree, or descends from one of those, and check again until none is left.
+The launching process is a child subreaper (Linux), so a daemon that double-forks, calls setsid and
+drops its environment is re-parented to us instead of init, and is found as our own child started
+during the job.
 
 The trust chain: each rank is a checker (trusted) and its candidate process (sandboxed,
 rank/sandbox.py). The launcher hands the job's one-time key and input nonce to each checker over
@@ -21,25 +23,50 @@ import hashlib
 import os
 import secrets
 import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..outcome import LaunchOutcome, classify, deadline_message, logs_tail, read_phases, setup_phase
-from ..procs import Activity, ProcessHunter, become_subreaper, die_with_parent, has_token, parent_of
-from ..protocol import MULTICAST_OFF, JobLayout, JobSpec, child_pythonpath
-from .fork import ForkedRanks, RankServer, RankServerError
+from ..procs import Activity, ProcessHunter, become_subreaper
+from ..protocol import JobLayout, JobSpec
+from .base import Launcher, LaunchError, Ranks
+from .env import SAFE_ENV, job_env
+from .jobs import read_phases, setup_phase
 from .keyservice import KeyService
 
+if TYPE_CHECKING:
+    from .fork import RankServer
+
+__all__ = ["SAFE_ENV", "LaunchError", "LaunchFacts", "Launcher", "Ranks", "cap_logs", "rank_server",
+           "remove_job_dir", "restore_tree", "run_job", "snapshot_tree"]
+
 LOG_LIMIT_BYTES = int(os.environ.get("KB_LOG_LIMIT_BYTES") or 8 << 20)   # per rank log
-SAFE_ENV = {  # NVLink multicast must stay off on the lent machines (safety.py); hangs must surface fast
-    **MULTICAST_OFF,
-    "TORCH_NCCL_DUMP_ON_TIMEOUT": "0", "TORCH_FR_BUFFER_SIZE": "0",   # the flight recorder off (its current name)
-    "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "500", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
-    "TORCH_NCCL_ENABLE_MONITORING": "0", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
-}
+_env = job_env     # the name tests and older callers use
+
+
+@dataclass
+class LaunchFacts:
+    """What launching one job did, before anyone judges it (outcome.judge reads the job folder with
+    these)."""
+    job_dir: Path
+    nproc: int
+    token: str
+    key: str                       # the job's one-time key: a done mark signed with it is trusted
+    candidate_path: str | None
+    launcher: str
+    error: str | None = None       # the ranks could not be started (why)
+    timed_out: str | None = None   # the deadline or the compile budget passed (which, in words)
+    returncode: int | None = None  # the job's status (None: never started)
+    wall_s: float = 0.0
+    compile_s: float = 0.0
+    phases: dict[int, str] = field(default_factory=dict)   # each rank's phase when the job ended
+    killed: list[int] = field(default_factory=list)        # stray processes killed after the job
+    truncated: list[str] = field(default_factory=list)     # logs cut at LOG_LIMIT_BYTES
+    log_limit: int = LOG_LIMIT_BYTES
+    tree_changed: list[str] = field(default_factory=list)  # protected files the job changed (undone)
+    quarantine: Path | None = None                         # where those changes were kept
 
 
 def snapshot_tree(roots: Iterable[str | Path], digest: bool = False) -> dict:
@@ -96,11 +123,11 @@ def cap_logs(job_dir: Path, limit: int = LOG_LIMIT_BYTES) -> list[str]:
     return cut
 
 
-def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: float, compile_timeout_s: float = 600.0,
-            cuda_devices: list[int] | None = None, extensions_dir: str | None = None,
-            server: RankServer | None = None) -> LaunchOutcome:
-    """Write job.json, start the ranks (forked by `server`, else torchrun), wait under the
-    deadline, classify what happened."""
+def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: float, *, launcher: Launcher,
+            compile_timeout_s: float = 600.0, cuda_devices: list[int] | None = None,
+            extensions_dir: str | None = None) -> LaunchFacts:
+    """Write job.json, start the ranks with `launcher`, wait under the deadline, kill what is left,
+    check the protected trees. What happened comes back as facts; outcome.judge says what it means."""
     job_dir = Path(job_dir)
     layout = JobLayout(job_dir)
     layout.logs.mkdir(parents=True, exist_ok=True)
@@ -108,70 +135,56 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     cwd.mkdir(exist_ok=True)
     key = secrets.token_hex(32)
     job.write(layout.job)
+    facts = LaunchFacts(job_dir=job_dir, nproc=nproc, token=job.token, key=key, candidate_path=job.candidate_path,
+                        launcher=launcher.name)
     protected = job.protected
     tree_before = snapshot_tree(protected)
     become_subreaper()
-    env = _env(job.token, cuda_devices, extensions_dir, allow_multicast=job.allow_multicast)
+    env = job_env(job.token, cuda_devices, extensions_dir, allow_multicast=job.allow_multicast)
     # torchrun's torchelastic_* folder and the ranks' temporary files stay inside the job folder
     # and go with it, instead of piling up in /tmp
     (job_dir / "tmp").mkdir(exist_ok=True)
     env["TMPDIR"] = str(job_dir / "tmp")
     t0 = time.monotonic()
-    proc: subprocess.Popen | ForkedRanks | None = None
+    ranks: Ranks | None = None
 
     def is_checker(pid: int) -> bool:     # who may have the key: a checker this launcher started
-        if isinstance(proc, ForkedRanks):
-            return pid in proc.pids.values()
-        return proc is not None and parent_of(pid) == proc.pid and has_token(pid, job.token)
+        return ranks is not None and ranks.is_checker(pid)
     keys = KeyService(JobLayout.control(job.token), key, nonce, is_checker)
     try:
-        if server is not None:
-            try:
-                proc = ForkedRanks(server, job_dir, nproc, env, cwd)
-            except RankServerError as e:
-                return LaunchOutcome("error", "harness_error", f"could not start the ranks: {e}",
-                                     wall_s=time.monotonic() - t0, log_tail=logs_tail(job_dir))
-            hunter = ProcessHunter(list(proc.pids.values()), job.token, ignore={server.pid} if server.pid else None)
-        else:
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-                   "--max-restarts=0", "--monitor-interval=0.1", "-m", "pytest_kernelbench.rank", str(job_dir)]
-            with open(layout.logs / "torchrun.log", "ab") as out:
-                proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent)
-            hunter = ProcessHunter(proc.pid, job.token)
         try:
-            timed_out, compile_s, truncated = _wait(proc, hunter, job_dir, t0, timeout_s, compile_timeout_s, job.builds)
+            ranks = launcher.start(job_dir, nproc, env, cwd)
+        except LaunchError as e:
+            facts.error, facts.wall_s = f"could not start the ranks: {e}", time.monotonic() - t0
+            return facts
+        roots = ranks.roots()
+        hunter = ProcessHunter(roots[0] if ranks.agent else roots, job.token, ignore=ranks.spared() or None)
+        try:
+            facts.timed_out, facts.compile_s, truncated = _wait(ranks, hunter, job_dir, t0, timeout_s,
+                                                                compile_timeout_s, job.builds)
         except BaseException:
             # pytest-timeout's outer net, Ctrl-C, ...: never leave the job running behind us
-            hunter.kill_all()
+            ranks.terminate()
+            hunter.kill_all(terminate_root=False)
             raise
     finally:
         keys.close()
-    wall = time.monotonic() - t0
-    phases = read_phases(job_dir)
-    if timed_out:
-        killed = hunter.kill_all()
-        proc.wait(timeout=10)
-        if server is not None:
-            killed += server.reap()
-            server.check()
-        _cleanup(layout)
-        outcome = LaunchOutcome("failed", "timeout", deadline_message(timed_out, job_dir, phases, job.candidate_path),
-                                returncode=proc.returncode,
-                                wall_s=wall, compile_s=compile_s, rank_phases=phases, killed=killed,
-                                log_tail=logs_tail(job_dir))
-        return _check_tree(outcome, protected, tree_before, job_dir)
-    killed = hunter.kill_all(grace_s=0.0, terminate_root=False)   # strays a candidate left behind (children, daemons)
-    if server is not None:
-        killed += server.reap()   # nothing of this job lingers in the zygote's family
-        server.check()    # a zygote a candidate stopped or killed is replaced before the next item
+    facts.wall_s = time.monotonic() - t0
+    facts.phases = read_phases(job_dir)
+    if facts.timed_out:
+        ranks.terminate()       # SIGTERM wherever the ranks run (once: their stacks go to their logs)
+        facts.killed = hunter.kill_all(terminate_root=False)
+        ranks.wait(timeout=10)
+    else:
+        facts.killed = hunter.kill_all(grace_s=0.0, terminate_root=False)   # strays a candidate left (children, daemons)
+    facts.killed += ranks.finish()
+    facts.returncode = ranks.returncode
+    ranks.write_exits()
     _cleanup(layout)
-    rc = proc.returncode if proc.returncode is not None else -1
-    outcome = classify(job_dir, job.token, nproc, rc, key, job.candidate_path)
-    outcome.wall_s, outcome.compile_s, outcome.rank_phases, outcome.killed = wall, compile_s, phases, killed
-    if truncated:
-        outcome.message += f" [log truncated: {', '.join(sorted(truncated))} exceeded {_size(LOG_LIMIT_BYTES)}]"
-    return _check_tree(outcome, protected, tree_before, job_dir)
+    facts.truncated = sorted(truncated)
+    facts.quarantine = job_dir / "quarantine"
+    facts.tree_changed = _restore_trees(protected, tree_before, facts.quarantine)
+    return facts
 
 
 def _cleanup(layout: JobLayout) -> None:
@@ -181,25 +194,15 @@ def _cleanup(layout: JobLayout) -> None:
     shutil.rmtree(layout.dir / "scratch", ignore_errors=True)
 
 
-def _size(n: int) -> str:
-    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
-
-
-def _check_tree(outcome: LaunchOutcome, protected: list[str], before: dict, job_dir: Path) -> LaunchOutcome:
+def _restore_trees(protected: list[str], before: dict, quarantine: Path) -> list[str]:
     """A job must leave every protected tree (the problem tree, a PKB checkout) as it found it. Any
-    change fails the item and is undone; what changed is kept in the job's quarantine/. (A person's
-    edit during a run is undone too: a benchmark's problems do not change under it.)"""
+    change is undone (it fails the item, outcome.judge); what changed is kept in `quarantine`. (A
+    person's edit during a run is undone too: a benchmark's problems do not change under it.)"""
     changed = []
     for root in protected:
         changed += restore_tree(Path(root), {p: b for p, b in before.items() if Path(p).is_relative_to(root)},
-                                job_dir / "quarantine" / Path(root).name)
-    if changed:
-        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-        outcome.message = (f"the job modified the problem tree (undone; changed files kept in "
-                           f"{job_dir / 'quarantine'}): {shown}"
-                           + (f"; before that: {outcome.category}: {outcome.message}" if outcome.category else ""))
-        outcome.status, outcome.category, outcome.result = "failed", "forbidden_call", None
-    return outcome
+                                quarantine / Path(root).name)
+    return changed
 
 
 ACTIVITY_EVERY_S = 0.5
@@ -221,25 +224,24 @@ def _job_pids(layout: JobLayout, nproc: int) -> tuple[set[int], dict[int, int]]:
     return checkers, candidates
 
 
-def _wait(proc: subprocess.Popen | ForkedRanks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout_s: float,
-          compile_timeout_s: float, watch_dirs: list[str]):
+def _wait(ranks: Ranks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout_s: float,
+          compile_timeout_s: float, watch_dirs: list[str]) -> tuple[str | None, float, set[str]]:
     """Wait for the job under its deadline. Setup phases (importing the candidate, the first call of
     each size) are on the compile budget instead, but only while the job shows compile activity
     (procs.Activity): a rank that hangs in its first call while its peers wait meets the deadline,
     not the compile budget."""
     compile_s, last, last_scan, truncated = 0.0, t0, 0.0, set()
     layout = JobLayout(job_dir)
-    nproc = proc.nproc if isinstance(proc, ForkedRanks) else 0
     activity, last_sample, active_at = Activity(watch_dirs + [str(layout.dir / "scratch")]), 0.0, -1e9
-    agent = {proc.pid} if isinstance(proc, subprocess.Popen) else set()
+    agent = set(ranks.roots()) if ranks.agent else set()
     timed_out = None
-    while proc.poll() is None:
+    while ranks.poll() is None:
         time.sleep(0.05)
         now = time.monotonic()
         phases = read_phases(job_dir)
         setup = any(setup_phase(p) for p in phases.values())
         if setup and now - last_sample >= ACTIVITY_EVERY_S:
-            checkers, candidates = _job_pids(layout, nproc or len(phases))
+            checkers, candidates = _job_pids(layout, ranks.nproc)
             importing = {pid for r, pid in candidates.items() if phases.get(r) == "import candidate"}
             if activity.sample(hunter.scan() - agent - checkers, set(candidates.values()), importing):
                 active_at = now
@@ -261,31 +263,11 @@ def _wait(proc: subprocess.Popen | ForkedRanks, hunter: ProcessHunter, job_dir: 
     return timed_out, compile_s, truncated
 
 
-def _env(token: str, cuda_devices: list[int] | None, extensions_dir: str | None,
-         allow_multicast: bool = False) -> dict:
-    env = dict(os.environ)
-    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTEST_CURRENT_TEST",
-              "PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS"):
-        env.pop(k, None)
-    env.update({k: v for k, v in SAFE_ENV.items() if not (allow_multicast and k in MULTICAST_OFF)})
-    env["KB_JOB_TOKEN"] = token
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env["PYTHONPATH"] = child_pythonpath(env)
-    if cuda_devices is not None:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(d) for d in cuda_devices)
-    if extensions_dir:
-        env["TORCH_EXTENSIONS_DIR"] = extensions_dir
-        env["TRITON_CACHE_DIR"] = os.path.join(extensions_dir, "triton")
-    return env
-
-
 def rank_server(extensions_dir: str | None = None) -> RankServer:
-    """A rank server whose zygote has the ranks' environment but no job's token or GPUs (each
-    forked rank gets its job's, see _env)."""
-    env = _env("", None, extensions_dir)
-    env.pop("KB_JOB_TOKEN")
-    return RankServer(env)
+    """The fork launcher's rank server on its own (tests start one to probe the zygote)."""
+    from .fork import rank_server as make
+    return make(extensions_dir)
 
 
-def remove_job_dir(job_dir: Path):
+def remove_job_dir(job_dir: Path) -> None:
     shutil.rmtree(job_dir, ignore_errors=True)

@@ -1,20 +1,26 @@
 """What a launcher is: the strategy that starts one job's ranks (fork: the rank server; torchrun;
 slurm: one srun step). launch/__init__.py owns everything around it, for every launcher alike: the
-deadline and compile budget, hunting the job's processes, the tree checks, the key service.
+deadline and compile budget, hunting the job's processes, the tree checks, the key service, log
+capping. It talks to a `Launcher` and its `Ranks` only.
 
-A launcher module defines one class satisfying `Launcher`, and registers its name in LAUNCHERS
-(built-ins) or answers the `pytest_kb_make_launcher` hook (hookspec.py) from a plugin or conftest.
+Adding a launcher: one new file launch/<name>.py with one class satisfying `Launcher` (and its
+`Ranks`), plus its one line in registry.BUILTIN; or, outside the package, a plugin or conftest
+answering the `pytest_kb_make_launcher` hook (hookspec.py).
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
+@runtime_checkable
 class Ranks(Protocol):
     """One job's running ranks."""
     nproc: int
     returncode: int | None     # None while running; 0 when every rank exited 0
+    # True when roots() is one agent process (torchrun, srun) whose ranks stop when it is stopped;
+    # False when roots() are the ranks themselves
+    agent: bool
 
     def poll(self) -> int | None:
         """The job's status now: None while any rank runs. When a rank fails the launcher stops
@@ -26,7 +32,8 @@ class Ranks(Protocol):
         ...
 
     def terminate(self) -> None:
-        """SIGTERM to every rank still running, wherever it runs (the deadline's first step)."""
+        """SIGTERM to every rank still running, wherever it runs (the deadline's first step; the
+        process hunter then kills what is left on this machine)."""
         ...
 
     def roots(self) -> list[int]:
@@ -34,23 +41,39 @@ class Ranks(Protocol):
         started them)."""
         ...
 
+    def spared(self) -> set[int]:
+        """The launcher's own long-lived processes on this machine (a zygote), never the job's: the
+        hunter leaves them alone."""
+        ...
+
     def is_checker(self, pid: int) -> bool:
         """Whether `pid` is one of this job's checkers (only they may fetch the job's key)."""
         ...
 
+    def finish(self) -> list[int]:
+        """Once the job ended and the hunter killed its strays: kill what the launcher's own
+        processes still hold of the job, and get ready for the next job. Returns the pids killed."""
+        ...
+
     def write_exits(self) -> None:
-        """Write JobLayout.exits once the job ended, in protocol.write_exits' one format: every
-        rank's exit code, the root cause, and where each rank ran. outcome.py reads nothing else."""
+        """Write JobLayout.exits once the job ended, as protocol.ExitFacts: every rank's exit code,
+        the root cause, and where each rank ran. outcome.py reads nothing else of the launcher."""
         ...
 
 
+@runtime_checkable
 class Launcher(Protocol):
     name: str
 
+    def prepare(self) -> None:
+        """Work that may start ahead of the first job (the fork launcher starts its zygote, which
+        imports torch); may do nothing."""
+        ...
+
     def start(self, job_dir: Path, nproc: int, env: dict[str, str], cwd: Path) -> Ranks:
         """Start the job's ranks (each runs `python -m pytest_kernelbench.rank <job_dir>` with RANK,
-        WORLD_SIZE, LOCAL_RANK, MASTER_ADDR set); raise LaunchError with a one-line reason when it
-        cannot."""
+        WORLD_SIZE, LOCAL_RANK, MASTER_ADDR set; `env` has the job's token and GPUs); raise
+        LaunchError with a one-line reason when it cannot."""
         ...
 
     def close(self) -> None:

@@ -1,12 +1,12 @@
-"""Rank processes without torchrun: a long-lived zygote (rank/zygote.py) that has imported torch
-forks each rank's checker of each job, so an item no longer pays for three interpreter starts and torch
-imports (torchrun's agent and every rank).
+"""The fork launcher (--kb-launcher=fork, the default): rank processes without torchrun. A
+long-lived zygote (rank/zygote.py) that has imported torch forks each rank's checker of each job,
+so an item no longer pays for three interpreter starts and torch imports (torchrun's agent and
+every rank).
 
 `RankServer` owns the zygote (one per pytest process, started on first use or ahead of the first
-item); `ForkedRanks` is one job's ranks, with the slice of subprocess.Popen that launch.py uses
-(poll, wait, returncode), and torchrun's teardown: when a rank fails, the others are stopped with
-SIGTERM (their stacks go to their logs) and the exit codes are written as logs/exits.json, the
-same facts as torchrun's failure summary (outcome.py reads either).
+item); `ForkedRanks` is one job's ranks (base.Ranks), with torchrun's teardown: when a rank fails,
+the others are stopped with SIGTERM (their stacks go to their logs); the exit codes go to
+logs/exits.json (protocol.ExitFacts). `ForkLauncher` is the base.Launcher that ties them.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import os
 import queue
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,14 +24,16 @@ import time
 from pathlib import Path
 
 from ..procs import alive, die_with_parent
-from ..protocol import JobLayout
+from ..protocol import ExitFacts, JobLayout
+from .base import LaunchError
+from .env import job_env
 
 START_TIMEOUT_S = 120.0      # importing torch on a loaded machine
 SPAWN_TIMEOUT_S = 30.0
 STOP_GRACE_S = 5.0           # after a rank fails, how long the others get to die of SIGTERM
 
 
-class RankServerError(RuntimeError):
+class RankServerError(LaunchError):
     """The zygote did not start or stopped answering (it is restarted on the next job)."""
 
 
@@ -179,7 +182,8 @@ class RankServer:
 
 
 class ForkedRanks:
-    """One job's ranks, forked by the zygote; behaves like the torchrun Popen launch.py waits on."""
+    """One job's ranks, forked by the zygote (base.Ranks)."""
+    agent = False      # the hunter starts from the ranks themselves, each in its own session
 
     def __init__(self, server: RankServer, job_dir: Path, nproc: int, env: dict[str, str], cwd: Path):
         self.server, self.job_dir, self.nproc = server, Path(job_dir), nproc
@@ -217,7 +221,6 @@ class ForkedRanks:
             self._unreported_killed()
         if len(self.exits) == self.nproc:
             self.returncode = 1 if self.root is not None else 0
-            self._write_summary()
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -255,7 +258,53 @@ class ForkedRanks:
                 except (ProcessLookupError, PermissionError):
                     pass
 
-    def _write_summary(self) -> None:
-        data = {"launcher": "fork", "exits": {str(r): c for r, c in sorted(self.exits.items())},
-                "root_cause": self.root, "pids": {str(r): p for r, p in self.pids.items()}}
-        JobLayout(self.job_dir).exits.write_text(json.dumps(data, indent=1))
+    def roots(self) -> list[int]:
+        return list(self.pids.values())
+
+    def spared(self) -> set[int]:
+        return {self.server.pid} if self.server.pid else set()
+
+    def is_checker(self, pid: int) -> bool:
+        return pid in self.pids.values()
+
+    def finish(self) -> list[int]:
+        killed = self.server.reap()   # nothing of this job lingers in the zygote's family
+        self.server.check()    # a zygote a candidate stopped or killed is replaced before the next item
+        return killed
+
+    def write_exits(self) -> None:
+        host = socket.gethostname()
+        ExitFacts(launcher=ForkLauncher.name, exits=dict(self.exits), root_cause=self.root,
+                  hosts={r: host for r in self.pids}, pids=dict(self.pids)).write(JobLayout(self.job_dir).exits)
+
+
+class ForkLauncher:
+    """base.Launcher: every job's ranks forked by one zygote, kept for the session."""
+    name = "fork"
+
+    def __init__(self) -> None:
+        self.server: RankServer | None = None
+
+    def prepare(self) -> None:
+        """Start the zygote now: its torch import overlaps with the first item's preparation."""
+        if self.server is None:
+            # the zygote only imports torch: each rank gets its job's whole environment (build folders too)
+            self.server = rank_server()
+        self.server.start()
+
+    def start(self, job_dir: Path, nproc: int, env: dict[str, str], cwd: Path) -> ForkedRanks:
+        self.prepare()
+        assert self.server is not None
+        return ForkedRanks(self.server, job_dir, nproc, env, cwd)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+def rank_server(extensions_dir: str | None = None) -> RankServer:
+    """A rank server whose zygote has the ranks' environment but no job's token or GPUs (each
+    forked rank gets its job's, see env.job_env)."""
+    env = job_env("", None, extensions_dir)
+    env.pop("KB_JOB_TOKEN")
+    return RankServer(env)

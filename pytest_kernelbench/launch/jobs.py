@@ -1,0 +1,42 @@
+"""The job folder as the launcher watches it while the ranks run: their heartbeats and phases
+(launch puts setup phases on the compile budget; outcome.py names them in its messages)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..protocol import SETUP_MARK
+
+
+def read_heartbeats(job_dir: Path) -> dict[int, tuple[float, str]]:
+    """rank -> (time of its last heartbeat, phase)."""
+    beats = {}
+    for f in sorted((Path(job_dir) / "hb").glob("rank*")):
+        if f.name[4:].isdigit():
+            try:
+                text = f.read_text(errors="replace").strip()
+            except OSError:      # replaced or removed between the listing and the read
+                continue
+            stamp, _, phase = text.partition(" ")
+            try:
+                beats[int(f.name[4:])] = (float(stamp), phase)
+            except ValueError:
+                beats[int(f.name[4:])] = (0.0, text)
+    return beats
+
+
+def read_phases(job_dir: Path) -> dict[int, str]:
+    """rank -> the phase of its last heartbeat."""
+    phases = {}
+    for f in sorted((Path(job_dir) / "hb").glob("rank*")):
+        if f.name[4:].isdigit():
+            try:
+                text = f.read_text(errors="replace").strip()
+            except OSError:
+                continue
+            phases[int(f.name[4:])] = text.split(" ", 1)[1] if " " in text else text
+    return phases
+
+
+def setup_phase(phase: str) -> bool:
+    """Importing the candidate or its first call of a size: time on the compile budget."""
+    return phase.startswith("import candidate") or SETUP_MARK in phase
