@@ -62,6 +62,10 @@ OPTIONS: list[Option] = [
     Option("launcher", str, "fork", "fork | torchrun: how a job's ranks start (fork: from a rank server that has "
            "imported torch, a fresh process per rank of each item; torchrun: torch.distributed.run per item)",
            choices=("fork", "torchrun")),
+    Option("nodes", int, 1, "nodes one item's ranks span (--kb-launcher=slurm: one srun step per item; world sizes "
+           "must divide evenly)", positive=True),
+    Option("slurm-workers", int, None, "inside a Slurm allocation: run N xdist workers, each a Slurm step on one node "
+           "(`srun -u -N1 -n1 --exact python`); Slurm places them, xdist spreads the items", positive=True),
     Option("timeout", float, None, "deadline in seconds for one item's job (default: problem.yaml timeout_s, else "
            f"{DEFAULT_TIMEOUT_S:.0f})", positive=True),
     Option("compile-timeout", float, JobSpec.compile_timeout_s, "cap in seconds on importing/compiling a candidate "

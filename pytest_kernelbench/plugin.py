@@ -7,6 +7,7 @@ PkbSuite below; the Problems come from pytest_kernelbench/pkb/).
 """
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,6 +120,28 @@ def run_label(settings: Settings) -> str:
     if settings.solutions:
         return "dir-" + Path(settings.solutions).name
     return settings.candidate.replace(":", "-")
+
+
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """--kb-slurm-workers=N: the xdist workers are Slurm steps (launch/slurm_workers.py)."""
+    n = config.getoption("kb_slurm_workers", None)
+    if not n or hasattr(config, "workerinput") or config.getoption("collectonly", False):
+        return None
+    from .launch import slurm_workers
+    if not os.environ.get("SLURM_JOB_ID"):
+        raise pytest.UsageError("--kb-slurm-workers runs inside a Slurm allocation (salloc / sbatch): "
+                                "no SLURM_JOB_ID here")
+    if config.getoption("numprocesses", None) or config.getoption("tx", None):
+        raise pytest.UsageError("--kb-slurm-workers starts the xdist workers itself: drop -n / --tx")
+    slurm_workers.drop_job_options(os.environ)
+    differ = slurm_workers.same_path_on_every_node(str(config.invocation_params.dir))
+    if differ:
+        raise pytest.UsageError("--kb-slurm-workers: the project and its Python must be at the same path on every "
+                                "node: " + "; ".join(differ))
+    config.option.tx = slurm_workers.tx_specs(n)
+    if config.option.dist == "no":
+        config.option.dist = "load"
+    return None
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -18,6 +18,7 @@ from filelock import FileLock
 
 from . import launch, metrics
 from .candidates import copies, safety
+from .launch import slurm_workers
 from .launch.fork import RankServer
 from .launch.gpus import GpuPool
 from .metrics import roofline
@@ -178,7 +179,7 @@ class KBSession:
     def run_item(self, problem: Problem, candidate: Candidate, placement: Placement, nodeid: str,
                  sample: int | None = None) -> dict:
         record = base_record(problem, candidate, nodeid, sample)
-        record.update(device=placement.device, world_size=placement.world_size)
+        record.update(device=placement.device, world_size=placement.world_size, **slurm_workers.where())
         if candidate.failure:
             category, message = candidate.failure
             record.update(outcome="failed", failure=category, message=message)
