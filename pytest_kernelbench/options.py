@@ -59,9 +59,10 @@ OPTIONS: list[Option] = [
     Option("device", str, "auto", "auto | cpu | cuda", choices=("auto", "cpu", "cuda")),
     Option("nproc", int, None, "world size (default: the largest valid one that fits)", positive=True),
     Option("cpu-ranks", int, 4, "most ranks to start for a CPU (gloo) item", positive=True),
-    Option("launcher", str, "fork", "fork | torchrun: how a job's ranks start (fork: from a rank server that has "
-           "imported torch, a fresh process per rank of each item; torchrun: torch.distributed.run per item)",
-           choices=("fork", "torchrun")),
+    Option("launcher", str, "fork", "fork | torchrun | slurm: how a job's ranks start (fork: from a rank server that "
+           "has imported torch, a fresh process per rank of each item; torchrun: torch.distributed.run per item; "
+           "slurm: one srun step per item over --kb-nodes nodes of the allocation)",
+           choices=("fork", "torchrun", "slurm")),
     Option("nodes", int, 1, "nodes one item's ranks span (--kb-launcher=slurm: one srun step per item; world sizes "
            "must divide evenly)", positive=True),
     Option("slurm-workers", int, None, "inside a Slurm allocation: run N xdist workers, each a Slurm step on one node "

@@ -30,6 +30,7 @@ from .spec.problem import Placement, size_names
 
 if TYPE_CHECKING:
     from .candidates import Candidate
+    from .launch.slurm import SlurmLauncher
     from .native import Prepared
     from .outcome import LaunchOutcome
     from .spec.problem import Problem
@@ -78,6 +79,13 @@ class KBSession:
             self._rank_server = launch.rank_server(self.extensions_dir)
         self._rank_server.start()
         return self._rank_server
+
+    def launcher(self, placement: Placement) -> SlurmLauncher | None:
+        """--kb-launcher=slurm: each item one Slurm step over --kb-nodes nodes (launch/slurm.py)."""
+        if self.settings.launcher != "slurm":
+            return None
+        from .launch.slurm import SlurmLauncher
+        return SlurmLauncher(self.settings.nodes, placement.device)
 
     def close(self) -> None:
         if self._rank_server is not None:
@@ -208,13 +216,16 @@ class KBSession:
             job = self.job(problem, candidate, placement, job_dir, native, builds)
             kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout,
                           compile_timeout_s=self.settings.compile_timeout, extensions_dir=str(builds),
-                          server=self.rank_server())
-            if placement.device == "cuda":
+                          server=self.rank_server(), launcher=self.launcher(placement))
+            if placement.device == "cuda" and kwargs["launcher"] is None:     # under Slurm, Slurm gives the GPUs
                 with self.pool.lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
                     outcome = launch.run_job(job_dir, job, cuda_devices=lease["gpus"], **kwargs)
                 record.update(gpus=lease["gpus"], concurrent_with=lease["concurrent_with"])
             else:
                 outcome = launch.run_job(job_dir, job, **kwargs)
+        if kwargs["launcher"] is not None:
+            from .launch.slurm import step_facts
+            record.update(step_facts(job_dir))      # the item's own step and each rank's node
         self.fill(record, outcome, placement)
         metrics.annotate_metric(record.get("sizes") or [], problem.metric)
         record["job_dir"] = str(job_dir)

@@ -26,10 +26,12 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ..outcome import LaunchOutcome, classify, deadline_message, logs_tail, read_phases, setup_phase
 from ..procs import Activity, ProcessHunter, become_subreaper, die_with_parent, has_token, parent_of
 from ..protocol import MULTICAST_OFF, JobLayout, JobSpec, child_pythonpath
+from .base import Launcher, LaunchError
 from .fork import ForkedRanks, RankServer, RankServerError
 from .keyservice import KeyService
 
@@ -98,7 +100,7 @@ def cap_logs(job_dir: Path, limit: int = LOG_LIMIT_BYTES) -> list[str]:
 
 def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: float, compile_timeout_s: float = 600.0,
             cuda_devices: list[int] | None = None, extensions_dir: str | None = None,
-            server: RankServer | None = None) -> LaunchOutcome:
+            server: RankServer | None = None, launcher: Launcher | None = None) -> LaunchOutcome:
     """Write job.json, start the ranks (forked by `server`, else torchrun), wait under the
     deadline, classify what happened."""
     job_dir = Path(job_dir)
@@ -117,7 +119,7 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     (job_dir / "tmp").mkdir(exist_ok=True)
     env["TMPDIR"] = str(job_dir / "tmp")
     t0 = time.monotonic()
-    proc: subprocess.Popen | ForkedRanks | None = None
+    proc: Any = None      # subprocess.Popen (torchrun) | ForkedRanks | a Launcher's Ranks
 
     def is_checker(pid: int) -> bool:     # who may have the key: a checker this launcher started
         if isinstance(proc, ForkedRanks):
@@ -132,6 +134,14 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
                 return LaunchOutcome("error", "harness_error", f"could not start the ranks: {e}",
                                      wall_s=time.monotonic() - t0, log_tail=logs_tail(job_dir))
             hunter = ProcessHunter(list(proc.pids.values()), job.token, ignore={server.pid} if server.pid else None)
+        elif launcher is not None:      # a Launcher strategy (launch/slurm.py; the registry will take this over)
+            try:
+                proc = launcher.start(job_dir, nproc, env, cwd)
+            except LaunchError as e:
+                return LaunchOutcome("error", "harness_error", f"could not start the ranks: {e}",
+                                     wall_s=time.monotonic() - t0, log_tail=logs_tail(job_dir))
+            proc.hand_over({"key": key, "nonce": nonce})     # on the step's stdin (rank/steps.py)
+            hunter = ProcessHunter(proc.roots(), job.token)
         else:
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                    "--max-restarts=0", "--monitor-interval=0.1", "-m", "pytest_kernelbench.rank", str(job_dir)]
@@ -150,6 +160,8 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     wall = time.monotonic() - t0
     phases = read_phases(job_dir)
     if timed_out:
+        if launcher is not None:
+            proc.terminate()     # every rank on every node gets SIGTERM (stack dumps), then SIGKILL
         killed = hunter.kill_all()
         proc.wait(timeout=10)
         if server is not None:
