@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -11,8 +12,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from kbrun import REPO, inner_env, plugin_args
+from kbrun import REPO, by_problem, explain, inner_env, leftover_processes, make_tree, plugin_args
 from slurm_cluster import SlurmCluster, SlurmUnavailable, _marked
+from test_harness_cpu import CANDIDATES
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +83,63 @@ def test_worker_steps_drop_the_allocations_options():
     env = {"SLURM_JOB_ID": "7", "SLURM_CONF": "/c", "SLURM_GPUS_PER_NODE": "8", "SLURM_NTASKS": "16", "PATH": "/bin"}
     assert drop_job_options(env) == ["SLURM_GPUS_PER_NODE", "SLURM_NTASKS"]
     assert env == {"SLURM_JOB_ID": "7", "SLURM_CONF": "/c", "PATH": "/bin"}
+
+
+# ---- 2. items whose ranks span nodes: --kb-launcher=slurm --kb-nodes=2 -------------------------------
+SPAN = {name: CANDIDATES[name] for name in ("good", "hangs", "exits_on_rank1")}
+SPAN_TIMEOUT_S = 20
+
+
+@pytest.fixture(scope="module")
+def spanned(cluster, tmp_path_factory):
+    root = tmp_path_factory.mktemp("span")
+    problems, solutions = make_tree(root, SPAN, yaml_patch={"forbid": []})
+    proc, doc = _inner(cluster, root / "report.json", str(problems), f"--kb-solutions={solutions}", "--kb-device=cpu",
+                       "--kb-nproc=2", "--kb-launcher=slurm", "--kb-nodes=2", f"--kb-timeout={SPAN_TIMEOUT_S}",
+                       salloc=["salloc", "-N2", "--ntasks-per-node=1"])
+    assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {"items": by_problem(doc), "root": root, "proc": proc}
+
+
+def test_item_spanning_two_nodes_passes_with_one_rank_per_node(spanned):
+    it = spanned["items"]["collective/good"]
+    assert it["outcome"] == "passed", explain(it)
+    assert it["hosts"] == ["n1", "n2"] and re.fullmatch(r"\d+\.\d+", it["slurm_step"]), (it["hosts"], it["slurm_step"])
+
+
+def test_crashing_rank_is_named_with_its_exit_code(spanned):
+    it = spanned["items"]["collective/exits_on_rank1"]
+    assert it["failure"] == "crash", explain(it)
+    assert "rank 1" in it["message"] and "exit code 7" in it["message"], it["message"]
+    exits = json.loads((Path(it["job_dir"]) / "logs" / "exits.json").read_text())
+    # both checkers agreed on the failure and exited 3 (its details came from their error files)
+    assert exits["launcher"] == "slurm" and exits["exits"]["1"] != 0, exits
+    assert exits["hosts"] == {"0": "n1", "1": "n2"}
+
+
+def test_hang_meets_the_deadline_with_stack_dumps_and_leaves_nothing(spanned, cluster):
+    it = spanned["items"]["collective/hangs"]
+    assert it["failure"] == "timeout", explain(it)
+    assert it["wall_s"] <= SPAN_TIMEOUT_S + 20
+    logs = Path(it["job_dir"]) / "logs"
+    srun_log = (logs / "srun.log").read_text()
+    assert re.search(r"scancel -s TERM \d+\.\d+: exit 0", srun_log), srun_log[-2000:]
+    for rank in (0, 1):     # scancel's SIGTERM reached both nodes: each checker dumped its stack
+        text = (logs / f"checker{rank}.log").read_text(errors="replace")
+        assert "most recent call first" in text, f"rank {rank}: no stack dump in its log:\n{text[-1500:]}"
+    assert not cluster.stray(), "a step daemon or task outlived its item"
+    assert not leftover_processes(str(spanned["root"]))
+
+
+def test_launcher_writes_the_root_cause_from_sruns_lines(cluster, tmp_path):
+    """srun says how tasks ended only in `srun: error: NODE: task R: ...` lines; the launcher keeps
+    the first task that failed on its own (rank 1, code 9), not the one it then terminated."""
+    from pytest_kernelbench.launch.slurm import SlurmRanks
+    (tmp_path / "logs").mkdir()
+    cmd = ["srun", "-v", "-u", "-N2", "--ntasks-per-node=1", "--exact", "--kill-on-bad-exit=1", "--input=all",
+           "bash", "-c", '[ "$SLURM_PROCID" = 1 ] && exit 9; exec sleep 60']
+    ranks = SlurmRanks(cmd, tmp_path, 2, {**cluster.env, "PATH": os.environ["PATH"]}, tmp_path)
+    assert ranks.wait(timeout=60) != 0
+    exits = json.loads((tmp_path / "logs" / "exits.json").read_text())
+    assert exits["root_cause"] == 1 and exits["exits"]["1"] == 9 and exits["exits"]["0"] < 0, exits
+    assert exits["hosts"] == {"0": "n1", "1": "n2"} and re.fullmatch(r"\d+\.\d+", exits["step"])
