@@ -177,11 +177,14 @@ class SlurmCluster:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-        for pid in _marked(str(self.root)):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        end = time.monotonic() + 10.0       # step daemons still winding down, killed until none is left
+        while (left := _marked(str(self.root))) and time.monotonic() < end:
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.1)
         self.procs.clear()
 
 
@@ -202,6 +205,9 @@ def _marked(root: str) -> list[int]:
         if not d.isdigit() or int(d) == os.getpid():
             continue
         try:
+            with open(f"/proc/{d}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue        # a zombie waiting for its parent: nothing runs
             with open(f"/proc/{d}/environ", "rb") as f:
                 if mark in f.read().split(b"\0"):
                     found.append(int(d))

@@ -143,3 +143,41 @@ def test_launcher_writes_the_root_cause_from_sruns_lines(cluster, tmp_path):
     exits = json.loads((tmp_path / "logs" / "exits.json").read_text())
     assert exits["root_cause"] == 1 and exits["exits"]["1"] == 9 and exits["exits"]["0"] < 0, exits
     assert exits["hosts"] == {"0": "n1", "1": "n2"} and re.fullmatch(r"\d+\.\d+", exits["step"])
+
+
+# ---- 3. the GPU lease pool, keyed by host -----------------------------------------------------------
+def test_pools_of_two_hosts_sharing_a_home_do_not_interfere(tmp_path):
+    """(c) One cache folder seen by two nodes: each node leases its own GPUs, and a lease of node
+    n1 (its pid means nothing on n2) is never reclaimed by n2."""
+    import json as _json
+
+    from pytest_kernelbench.launch.gpus import GpuPool
+    shared = tmp_path / "gpu-leases-all.json"
+    n1, n2 = GpuPool(shared, [0, 1], host="n1"), GpuPool(shared, [0, 1], host="n2")
+    assert n1.try_acquire(2, "a") == [0, 1]
+    assert n2.try_acquire(2, "b") == [0, 1]         # n2's GPUs 0 and 1 are other GPUs
+    assert n1.try_acquire(1, "c") is None and n2.try_acquire(1, "d") is None
+    # a file both nodes read (an older layout, a copied file): n2 leaves n1's lease alone
+    state = _json.loads(n2.path.read_text())
+    state["held"]["0"] = {"pid": 2 ** 22 + 12345, "host": "n1", "item": "x", "since": 0.0}
+    n2.release([0, 1], "b")
+    n2.path.write_text(_json.dumps({**_json.loads(n2.path.read_text()), "held": {"0": state["held"]["0"]}}))
+    assert n2.try_acquire(2, "e") is None and n2.try_acquire(1, "f") == [1]
+
+
+def test_gpu_leases_on_two_nodes_at_once(cluster, tmp_path):
+    """Through real steps on n1 and n2 (one host name, as in a shared-home cluster): both take the
+    whole pool at the same time, none waits for the other's lease."""
+    code = ("import sys, time; from pathlib import Path; from pytest_kernelbench.launch.gpus import GpuPool; "
+            "p = GpuPool(Path(sys.argv[1]), [0, 1]); t = time.monotonic(); "
+            "lease = p.lease(2, 'item', timeout_s=20, poll_s=0.05); info = lease.__enter__(); "
+            "print(p.host, info['gpus'], round(time.monotonic() - t, 2), flush=True); time.sleep(4); "
+            "lease.__exit__(None, None, None)")
+    r = cluster.run(["srun", "-N2", "--ntasks-per-node=1", "--exact", sys.executable, "-c", code,
+                     str(tmp_path / "gpu-leases-all.json")], env={"PYTHONPATH": str(REPO)}, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = sorted(line.split(" ", 1) for line in r.stdout.splitlines())
+    assert [host for host, _ in got] == ["n1", "n2"], r.stdout
+    for _, rest in got:
+        gpus, waited = rest.rsplit(" ", 1)
+        assert gpus == "[0, 1]" and float(waited) < 2.0, r.stdout
