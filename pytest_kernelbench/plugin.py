@@ -242,6 +242,9 @@ def _write_header(config: pytest.Config, run: BenchRun) -> None:
     missing = "" if any(x.startswith("landlock") for x in layers) else \
         " (no Landlock on this kernel: a candidate can read whatever its user can)"
     tr.write_line(f"kernelbench: isolation of candidates: {', '.join(layers)}{missing}")
+    if run.machine.get("cluster"):
+        from .launch.slurm_workers import describe_layout
+        tr.write_line(f"kernelbench: {describe_layout(run.machine['cluster'], run.settings.slurm_workers, run.settings.nodes)}")
     where = "no report (--collect-only)" if config.option.collectonly else f"report {run.json_path}"
     tr.write_line(f"kernelbench: run {run.run_id}, candidate {run_label(run.settings)}, {where}")
     if run.pkb:

@@ -71,6 +71,11 @@ def test_worker_steps_spread_items_over_both_nodes(cluster, tmp_path):
     assert all(re.fullmatch(r"\d+\.\d+", s) for s in steps.values()) and len(set(steps.values())) == 2, steps
     assert all(i.get("slurm_step") is None for i in local_doc["items"])
     assert not cluster.stray(), "a worker step outlived the run"
+    # the report and its header name the cluster layout
+    assert doc["machine"]["cluster"]["nodes"] == 2 and doc["machine"]["cluster"]["nodelist"] == "n[1-2]"
+    assert re.search(r"kernelbench: Slurm job \d+: 2 nodes \(n\[1-2\]\); items over 2 worker steps", proc.stdout), \
+        proc.stdout[:1500]
+    assert local_doc["machine"]["cluster"] is None
 
 
 def test_worker_steps_need_an_allocation(cluster, tmp_path):
@@ -105,6 +110,7 @@ def test_item_spanning_two_nodes_passes_with_one_rank_per_node(spanned):
     it = spanned["items"]["collective/good"]
     assert it["outcome"] == "passed", explain(it)
     assert it["hosts"] == ["n1", "n2"] and re.fullmatch(r"\d+\.\d+", it["slurm_step"]), (it["hosts"], it["slurm_step"])
+    assert "each item's ranks over 2 nodes" in spanned["proc"].stdout
 
 
 def test_crashing_rank_is_named_with_its_exit_code(spanned):

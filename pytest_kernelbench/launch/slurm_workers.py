@@ -22,11 +22,14 @@ from collections.abc import MutableMapping
 # allocation that would leak into each step (or a fact of the controller's own step)
 KEEP = ("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_CONF", "SLURM_CLUSTER_NAME")
 CHECK_TIMEOUT_S = 120.0
+_ALLOCATION: dict[str, str] = {}      # this process's SLURM_* before they were dropped (cluster_layout)
 
 
 def drop_job_options(env: MutableMapping[str, str], keep: tuple[str, ...] = KEEP) -> list[str]:
     """Remove the allocation's SLURM_* options from `env` (in place); returns what was removed."""
     gone = sorted(k for k in env if k.startswith("SLURM_") and k not in keep)
+    if env is os.environ:
+        _ALLOCATION.update({k: env[k] for k in gone})
     for k in gone:
         del env[k]
     return gone
@@ -83,3 +86,22 @@ def where() -> dict[str, str | None]:
     job, step = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID")
     return {"host": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
             "slurm_step": f"{job}.{step}" if job and step else None}
+
+
+def cluster_layout(env: dict[str, str] | None = None) -> dict | None:
+    """The allocation this run is inside (for the report's machine facts and header), or None."""
+    env = {**_ALLOCATION, **(dict(os.environ) if env is None else env)}
+    if not env.get("SLURM_JOB_ID"):
+        return None
+    gpus = env.get("SLURM_GPUS_PER_NODE") or env.get("SLURM_GPUS_ON_NODE")
+    return {"job": env["SLURM_JOB_ID"], "cluster": env.get("SLURM_CLUSTER_NAME"),
+            "nodes": int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or 1),
+            "nodelist": env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST"),
+            "gpus_per_node": gpus.split(":")[-1] if gpus else None}
+
+
+def describe_layout(layout: dict, workers: int | None, item_nodes: int) -> str:
+    gpus = f", {layout['gpus_per_node']} GPUs per node" if layout.get("gpus_per_node") else ""
+    spread = f"; items over {workers} worker steps" if workers else "; items run from this node"
+    span = f"; each item's ranks over {item_nodes} nodes (one srun step each)" if item_nodes > 1 else ""
+    return f"Slurm job {layout['job']}: {layout['nodes']} nodes ({layout.get('nodelist')}){gpus}{spread}{span}"
