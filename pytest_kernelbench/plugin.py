@@ -62,6 +62,8 @@ def settings_from(config: pytest.Config) -> Settings:
             v["pkb"] = str(pkb_checkout.check_checkout(v["pkb"]))
         except pkb_checkout.CheckoutError as e:
             raise pytest.UsageError(str(e)) from None
+    if v["nodes"] > 1 and v["launcher"] != "slurm":
+        raise pytest.UsageError(f"--kb-nodes={v['nodes']}: an item spans nodes only with --kb-launcher=slurm")
     if v["resume"]:
         if not Path(v["resume"]).is_file() or not v["resume"].endswith(".jsonl"):
             raise pytest.UsageError(f"--kb-resume={v['resume']}: not a .jsonl report of an earlier run")

@@ -187,3 +187,19 @@ def test_gpu_leases_on_two_nodes_at_once(cluster, tmp_path):
     for _, rest in got:
         gpus, waited = rest.rsplit(" ", 1)
         assert gpus == "[0, 1]" and float(waited) < 2.0, r.stdout
+
+
+def test_ranks_environment_has_no_slurm_variables(monkeypatch):
+    """A rank started by the fork or torchrun launcher inside a step must not see the step's (or
+    the allocation's) SLURM_* variables: they describe the worker's step, not the rank."""
+    from pytest_kernelbench import launch
+    monkeypatch.setenv("SLURM_GPUS_PER_NODE", "8")
+    monkeypatch.setenv("SLURM_PROCID", "3")
+    env = launch._env("tok", None, None)
+    assert not [k for k in env if k.startswith("SLURM_")]
+
+
+def test_nodes_need_the_slurm_launcher(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "--kb-nodes=2", "--co", "-q"],
+                          cwd=tmp_path, capture_output=True, text=True, env=inner_env())
+    assert proc.returncode == 4 and "only with --kb-launcher=slurm" in proc.stderr, proc.stderr[-500:]
