@@ -199,9 +199,14 @@ class Checker:
                              candidate_path=job.candidate_path, native_lib=job.native_lib, glue_path=job.glue_path,
                              sizes=job.sizes, dtype=job.dtype, job_dir=str(self.layout.dir))
         port_key = f"kb/{job.token}/candidate-store"
-        if self.rank != 0:
-            init.store_port = int(self.store.get(port_key))
-        self.link.init(init, publish_port=lambda port: self.store.set(port_key, str(port)))
+        if self.rank != 0:     # "<host> <port>": rank 0's node, when the ranks span nodes
+            host, port = self.store.get(port_key).decode().split()
+            init.store_host, init.store_port = host, int(port)
+        here = "127.0.0.1"
+        if self.step_io is not None:
+            from .steps import reachable_address
+            here = reachable_address()
+        self.link.init(init, publish_port=lambda port: self.store.set(port_key, f"{here} {port}"))
         import_s = self.link.imported(budget)
         self.phases["import_s"] = import_s
         self.unsafe_check("importing the candidate")
