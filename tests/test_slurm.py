@@ -203,3 +203,23 @@ def test_nodes_need_the_slurm_launcher(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "--kb-nodes=2", "--co", "-q"],
                           cwd=tmp_path, capture_output=True, text=True, env=inner_env())
     assert proc.returncode == 4 and "only with --kb-launcher=slurm" in proc.stderr, proc.stderr[-500:]
+
+
+def test_readme_sbatch_recipe(cluster, tmp_path):
+    """The README's sbatch script, shrunk to this cluster: a batch job whose pytest spreads the items
+    over worker steps on both nodes."""
+    report = tmp_path / "batch.json"
+    script = tmp_path / "job.sh"
+    script.write_text(f"""#!/bin/bash
+#SBATCH --nodes=2 --ntasks-per-node=1 --output={tmp_path}/batch.out
+cd {REPO}
+{sys.executable} -m pytest {' '.join(plugin_args())} -p no:cacheprovider -q {SELECTION[0]} {SELECTION[1]} \\
+    --kb-device=cpu --kb-nproc=2 --kb-slurm-workers=2 --kb-report={report}
+""")
+    env = {**inner_env(), "SLURM_CONF": cluster.env["SLURM_CONF"], "KB_SLURM_CLUSTER": cluster.env["KB_SLURM_CLUSTER"]}
+    r = subprocess.run(["sbatch", "--wait", str(script)], env=env, capture_output=True, text=True, timeout=500)
+    out = (tmp_path / "batch.out").read_text() if (tmp_path / "batch.out").exists() else ""
+    assert r.returncode == 0 and report.exists(), r.stderr + out[-2000:]
+    items = json.loads(report.read_text())["items"]
+    assert [i["outcome"] for i in items] == ["passed", "passed"], out[-2000:]
+    assert {i["host"] for i in items} == {"n1", "n2"}
