@@ -64,7 +64,7 @@ OPTIONS: list[Option] = [
            "slurm: one srun step per item over --kb-nodes nodes of the allocation)",
            choices=("fork", "torchrun", "slurm")),
     Option("nodes", int, 1, "nodes one item's ranks span (--kb-launcher=slurm: one srun step per item; world sizes "
-           "must divide evenly)", positive=True),
+           "must divide evenly; the process-group timeout is then at least 60 s)", positive=True),
     Option("slurm-workers", int, None, "inside a Slurm allocation: run N xdist workers, each a Slurm step on one node "
            "(`srun -u -N1 -n1 --exact python`); Slurm places them, xdist spreads the items", positive=True),
     Option("timeout", float, None, "deadline in seconds for one item's job (default: problem.yaml timeout_s, else "

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 PKB_SHIM = str(Path(__file__).resolve().parent / "pkb" / "shim")     # PKB's `utils` helpers, our own
 
 
+MULTI_NODE_PG_TIMEOUT_S = 60.0    # ranks on several nodes: first connections cross the network
+
+
 class Skip(Exception):
     """The item cannot run here; str() is the reason."""
 
@@ -179,7 +182,8 @@ class KBSession:
             trials=s.trials, forbid=[] if candidate.is_reference else list(problem.forbid),   # on CPU as on CUDA
             inplace=problem.inplace, tolerance=dict(problem.tolerance),
             timing=TimingSpec.for_device(placement.device, enabled=s.timing, rounds=s.timing_rounds),
-            pg_timeout_s=s.pg_timeout, compile_timeout_s=s.compile_timeout, allow_multicast=bool(s.allow_multicast),
+            pg_timeout_s=s.pg_timeout if s.nodes == 1 else max(s.pg_timeout, MULTI_NODE_PG_TIMEOUT_S),
+            compile_timeout_s=s.compile_timeout, allow_multicast=bool(s.allow_multicast),
             native_lib=str(lib) if lib else None, glue_path=str(glue) if glue else None,
             sys_path=[PKB_SHIM] if is_pkb(problem) else [],
             builds=[str(builds), str(builds / "triton")] if builds else [])

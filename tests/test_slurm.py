@@ -121,6 +121,8 @@ def test_crashing_rank_is_named_with_its_exit_code(spanned):
     # both checkers agreed on the failure and exited 3 (its details came from their error files)
     assert exits["launcher"] == "slurm" and exits["exits"]["1"] != 0, exits
     assert exits["hosts"] == {"0": "n1", "1": "n2"}
+    job = json.loads((Path(it["job_dir"]) / "job.json").read_text())
+    assert job["pg_timeout_s"] >= 60, "ranks on several nodes get a longer process-group timeout"
 
 
 def test_hang_meets_the_deadline_with_stack_dumps_and_leaves_nothing(spanned, cluster):
