@@ -91,7 +91,41 @@ def test_worker_steps_drop_the_allocations_options():
 
 
 # ---- 2. items whose ranks span nodes: --kb-launcher=slurm --kb-nodes=2 -------------------------------
-SPAN = {name: CANDIDATES[name] for name in ("good", "hangs", "exits_on_rank1")}
+# a candidate after the key: the step's stdin carried it to the checker, so it reads its own stdin
+# and every pipe its checker holds; an honest all_reduce when it found nothing
+KEY_THIEF = """
+import glob, os
+import torch.distributed as dist
+found = []
+try:
+    os.set_blocking(0, False)
+    data = os.read(0, 4096)
+    if data:
+        found.append(f"stdin: {data[:80]!r}")
+except OSError:
+    pass
+for path in glob.glob(f"/proc/{os.getppid()}/fd/*"):
+    try:
+        if not os.readlink(path).startswith("pipe:"):
+            continue
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        if data:
+            found.append(f"{path}: {data[:80]!r}")
+    except OSError:
+        pass
+
+def solution(x):
+    if found:
+        raise ValueError("read the launcher's pipe: " + "; ".join(found))
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+"""
+SPAN = {**{name: CANDIDATES[name] for name in ("good", "hangs", "exits_on_rank1")}, "key_thief": KEY_THIEF}
 SPAN_TIMEOUT_S = 20
 
 
@@ -111,6 +145,13 @@ def test_item_spanning_two_nodes_passes_with_one_rank_per_node(spanned):
     assert it["outcome"] == "passed", explain(it)
     assert it["hosts"] == ["n1", "n2"] and re.fullmatch(r"\d+\.\d+", it["slurm_step"]), (it["hosts"], it["slurm_step"])
     assert "each item's ranks over 2 nodes" in spanned["proc"].stdout
+
+
+def test_candidate_cannot_read_the_key_from_the_steps_stdin(spanned):
+    """The key reaches each checker on the step's stdin; its candidate process (stdin /dev/null,
+    the checker's copy of the pipe closed in it, Landlock around /proc/<checker>/fd) reads nothing."""
+    it = spanned["items"]["collective/key_thief"]
+    assert it["outcome"] == "passed", explain(it)
 
 
 def test_crashing_rank_is_named_with_its_exit_code(spanned):
