@@ -60,9 +60,14 @@ OPTIONS: list[Option] = [
     Option("nproc", int, None, "world size (default: the largest valid one that fits)", positive=True),
     Option("cpu-ranks", int, 4, "most ranks to start for a CPU (gloo) item", positive=True),
     # no choices: a plugin's launcher (hookspec.pytest_kb_make_launcher) is a name too; plugin.py checks it
-    Option("launcher", str, "fork", "fork | torchrun | a launcher a plugin answers pytest_kb_make_launcher for: how "
-           "a job's ranks start (fork: from a rank server that has imported torch, a fresh process per rank of each "
-           "item; torchrun: torch.distributed.run per item)"),
+    Option("launcher", str, "fork", "fork | torchrun | slurm | a launcher a plugin answers pytest_kb_make_launcher "
+           "for: how a job's ranks start (fork: from a rank server that has imported torch, a fresh process per rank "
+           "of each item; torchrun: torch.distributed.run per item; slurm: one srun step per item over --kb-nodes "
+           "nodes of the allocation)"),
+    Option("nodes", int, 1, "nodes one item's ranks span (--kb-launcher=slurm: one srun step per item; world sizes "
+           "must divide evenly; the process-group timeout is then at least 60 s)", positive=True),
+    Option("slurm-workers", int, None, "inside a Slurm allocation: run N xdist workers, each a Slurm step on one node "
+           "(`srun -u -N1 -n1 --exact python`); Slurm places them, xdist spreads the items", positive=True),
     Option("timeout", float, None, "deadline in seconds for one item's job (default: problem.yaml timeout_s, else "
            f"{DEFAULT_TIMEOUT_S:.0f})", positive=True),
     Option("compile-timeout", float, JobSpec.compile_timeout_s, "cap in seconds on importing/compiling a candidate "

@@ -7,6 +7,7 @@ PkbSuite below; the Problems come from pytest_kernelbench/pkb/).
 """
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +41,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_kb_make_launcher(config: pytest.Config, name: str) -> Launcher | None:
     """The built-in launchers answer last: a conftest or plugin may answer first (hookspec.py)."""
-    return registry.make(name)
+    return registry.make(name, settings_from(config))
 
 
 def make_launcher(config: pytest.Config, name: str) -> Launcher:
@@ -83,6 +84,8 @@ def settings_from(config: pytest.Config) -> Settings:
             v["pkb"] = str(pkb_checkout.check_checkout(v["pkb"]))
         except pkb_checkout.CheckoutError as e:
             raise pytest.UsageError(str(e)) from None
+    if v["nodes"] > 1 and v["launcher"] != "slurm":
+        raise pytest.UsageError(f"--kb-nodes={v['nodes']}: an item spans nodes only with --kb-launcher=slurm")
     if v["resume"]:
         if not Path(v["resume"]).is_file() or not v["resume"].endswith(".jsonl"):
             raise pytest.UsageError(f"--kb-resume={v['resume']}: not a .jsonl report of an earlier run")
@@ -141,6 +144,28 @@ def run_label(settings: Settings) -> str:
     if settings.solutions:
         return "dir-" + Path(settings.solutions).name
     return settings.candidate.replace(":", "-")
+
+
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """--kb-slurm-workers=N: the xdist workers are Slurm steps (launch/slurm_workers.py)."""
+    n = config.getoption("kb_slurm_workers", None)
+    if not n or hasattr(config, "workerinput") or config.getoption("collectonly", False):
+        return None
+    from .launch import slurm_workers
+    if not os.environ.get("SLURM_JOB_ID"):
+        raise pytest.UsageError("--kb-slurm-workers runs inside a Slurm allocation (salloc / sbatch): "
+                                "no SLURM_JOB_ID here")
+    if config.getoption("numprocesses", None) or config.getoption("tx", None):
+        raise pytest.UsageError("--kb-slurm-workers starts the xdist workers itself: drop -n / --tx")
+    slurm_workers.drop_job_options(os.environ)
+    differ = slurm_workers.same_path_on_every_node(str(config.invocation_params.dir))
+    if differ:
+        raise pytest.UsageError("--kb-slurm-workers: the project and its Python must be at the same path on every "
+                                "node: " + "; ".join(differ))
+    config.option.tx = slurm_workers.tx_specs(n)
+    if config.option.dist == "no":
+        config.option.dist = "load"
+    return None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -241,6 +266,9 @@ def _write_header(config: pytest.Config, run: BenchRun) -> None:
     missing = "" if any(x.startswith("landlock") for x in layers) else \
         " (no Landlock on this kernel: a candidate can read whatever its user can)"
     tr.write_line(f"kernelbench: isolation of candidates: {', '.join(layers)}{missing}")
+    if run.machine.get("cluster"):
+        from .launch.slurm_workers import describe_layout
+        tr.write_line(f"kernelbench: {describe_layout(run.machine['cluster'], run.settings.slurm_workers, run.settings.nodes)}")
     where = "no report (--collect-only)" if config.option.collectonly else f"report {run.json_path}"
     tr.write_line(f"kernelbench: run {run.run_id}, candidate {run_label(run.settings)}, {where}")
     if run.pkb:

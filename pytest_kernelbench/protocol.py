@@ -328,6 +328,7 @@ class CandidateInit:
     sizes: dict = field(default_factory=dict)
     dtype: str = "float32"
     job_dir: str = ""                # for the in-process file shield (the sandbox refuses it anyway)
+    store_host: str = "127.0.0.1"    # where that store is: rank 0's node when the ranks span nodes (launch/slurm.py)
 
 
 @dataclass

@@ -108,6 +108,8 @@ class BenchRun:
             machine = hardware.machine_info()
             from .rank.sandbox import expected_layers
             machine["isolation"] = expected_layers()     # what each candidate process gets (records say what it got)
+            from .launch.slurm_workers import cluster_layout
+            machine["cluster"] = cluster_layout()        # the Slurm allocation this run is inside, if any
             is_worker = hasattr(self.config, "workerinput")
             if machine.get("gpu_count") and self.settings.calibrate != "off":
                 from .metrics import calibrate  # cached on disk under a file lock: measured once per machine

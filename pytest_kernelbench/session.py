@@ -18,7 +18,8 @@ from filelock import FileLock
 
 from . import launch, metrics
 from .candidates import copies, safety
-from .launch import registry
+from .launch import registry, slurm_workers
+from .launch.jobs import step_facts
 from .launch.base import Launcher
 from .launch.gpus import GpuPool
 from .metrics import roofline
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from .spec.problem import Problem
 
 PKB_SHIM = str(Path(__file__).resolve().parent / "pkb" / "shim")     # PKB's `utils` helpers, our own
+
+
+MULTI_NODE_PG_TIMEOUT_S = 60.0    # ranks on several nodes: first connections cross the network
 
 
 class Skip(Exception):
@@ -69,7 +73,7 @@ class KBSession:
         self.native_dir = os.environ.get("KB_NATIVE_CACHE") or str(cache / "native")
         self.shapes_prefetched = False     # model runs probe every item's input shapes once, up front
         # what starts every job's ranks (--kb-launcher; plugin.py makes it, through the hook)
-        made = launcher or registry.make(settings.launcher)
+        made = launcher or registry.make(settings.launcher, settings)
         if made is None:
             raise ValueError(f"--kb-launcher={settings.launcher!r}: expected {registry.known()}")
         self.launcher: Launcher = made
@@ -170,7 +174,8 @@ class KBSession:
             trials=s.trials, forbid=[] if candidate.is_reference else list(problem.forbid),   # on CPU as on CUDA
             inplace=problem.inplace, tolerance=dict(problem.tolerance),
             timing=TimingSpec.for_device(placement.device, enabled=s.timing, rounds=s.timing_rounds),
-            pg_timeout_s=s.pg_timeout, compile_timeout_s=s.compile_timeout, allow_multicast=bool(s.allow_multicast),
+            pg_timeout_s=s.pg_timeout if s.nodes == 1 else max(s.pg_timeout, MULTI_NODE_PG_TIMEOUT_S),
+            compile_timeout_s=s.compile_timeout, allow_multicast=bool(s.allow_multicast),
             native_lib=str(lib) if lib else None, glue_path=str(glue) if glue else None,
             sys_path=[PKB_SHIM] if is_pkb(problem) else [],
             builds=[str(builds), str(builds / "triton")] if builds else [])
@@ -178,7 +183,7 @@ class KBSession:
     def run_item(self, problem: Problem, candidate: Candidate, placement: Placement, nodeid: str,
                  sample: int | None = None) -> dict:
         record = base_record(problem, candidate, nodeid, sample)
-        record.update(device=placement.device, world_size=placement.world_size)
+        record.update(device=placement.device, world_size=placement.world_size, **slurm_workers.where())
         if candidate.failure:
             category, message = candidate.failure
             record.update(outcome="failed", failure=category, message=message)
@@ -208,13 +213,14 @@ class KBSession:
             job = self.job(problem, candidate, placement, job_dir, native, builds)
             kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout, launcher=self.launcher,
                           compile_timeout_s=self.settings.compile_timeout, extensions_dir=str(builds))
-            if placement.device == "cuda":
+            if placement.device == "cuda" and self.launcher.local_gpus:    # else its scheduler gives the GPUs
                 assert self.pool is not None
                 with self.pool.lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
                     facts = launch.run_job(job_dir, job, cuda_devices=lease["gpus"], **kwargs)
                 record.update(gpus=lease["gpus"], concurrent_with=lease["concurrent_with"])
             else:
                 facts = launch.run_job(job_dir, job, **kwargs)
+        record.update(step_facts(job_dir))      # a Slurm step: which step ran the item, each rank's node
         self.fill(record, judge(facts), placement)
         metrics.annotate_metric(record.get("sizes") or [], problem.metric)
         record["job_dir"] = str(job_dir)

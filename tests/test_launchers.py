@@ -21,6 +21,7 @@ from pytest_kernelbench.launch import registry
 from pytest_kernelbench.launch.base import Launcher
 from pytest_kernelbench.launch.fork import ForkedRanks, ForkLauncher
 from pytest_kernelbench.launch.torchrun import TorchrunLauncher, TorchrunRanks
+from pytest_kernelbench.launch.slurm import SlurmLauncher, SlurmRanks
 from pytest_kernelbench.protocol import ExitFacts, JobLayout
 
 CANDIDATES = {
@@ -67,12 +68,13 @@ def pytest_kb_make_launcher(config, name):
 
 def test_the_built_in_launchers_are_registered_and_satisfy_the_protocol():
     assert isinstance(registry.make("fork"), ForkLauncher) and isinstance(registry.make("torchrun"), TorchrunLauncher)
+    assert isinstance(registry.make("slurm"), SlurmLauncher)
     assert registry.make("mpirun") is None
-    for cls in (ForkLauncher, TorchrunLauncher):
+    for cls in (ForkLauncher, TorchrunLauncher, SlurmLauncher):
         assert isinstance(cls(), Launcher), cls
-    for ranks in (ForkedRanks, TorchrunRanks):    # the attributes every Ranks answers, on the class
-        missing = [m for m in ("poll", "wait", "terminate", "roots", "spared", "is_checker", "finish", "write_exits")
-                   if not callable(getattr(ranks, m, None))]
+    for ranks in (ForkedRanks, TorchrunRanks, SlurmRanks):    # the attributes every Ranks answers, on the class
+        missing = [m for m in ("poll", "wait", "terminate", "roots", "spared", "is_checker", "hand_over", "finish",
+                               "write_exits") if not callable(getattr(ranks, m, None))]
         assert not missing and isinstance(ranks.agent, bool), (ranks, missing)
 
 
@@ -172,4 +174,4 @@ def test_unknown_launcher_is_a_usage_error_naming_the_known_ones(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, env=inner_env())
     assert proc.returncode == 4, proc.stdout + proc.stderr
     line = next(ln for ln in proc.stderr.splitlines() if "--kb-launcher" in ln)
-    assert "'mpirun': expected fork or torchrun" in line and "pytest_kb_make_launcher" in line, line
+    assert "'mpirun': expected fork, torchrun or slurm" in line and "pytest_kb_make_launcher" in line, line

@@ -299,10 +299,10 @@ def test_dead_holder_lease_is_reclaimed(tmp_path):
     pool = GpuPool(tmp_path / "pool.json", [0, 1])
     pool.try_acquire(2, "a")
     import json
-    state = json.loads((tmp_path / "pool.json").read_text())
+    state = json.loads(pool.path.read_text())
     for lease in state["held"].values():
         lease["pid"] = 2 ** 22 + 12345      # no such process
-    (tmp_path / "pool.json").write_text(json.dumps(state))
+    pool.path.write_text(json.dumps(state))
     assert pool.try_acquire(2, "b") == [0, 1]
 
 

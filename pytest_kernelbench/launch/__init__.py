@@ -157,6 +157,7 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
         except LaunchError as e:
             facts.error, facts.wall_s = f"could not start the ranks: {e}", time.monotonic() - t0
             return facts
+        ranks.hand_over({"key": key, "nonce": nonce})     # where checkers cannot reach the key service
         roots = ranks.roots()
         hunter = ProcessHunter(roots[0] if ranks.agent else roots, job.token, ignore=ranks.spared() or None)
         try:

@@ -50,6 +50,12 @@ class Ranks(Protocol):
         """Whether `pid` is one of this job's checkers (only they may fetch the job's key)."""
         ...
 
+    def hand_over(self, secret: dict[str, str]) -> None:
+        """The job's key and input nonce, for checkers that cannot fetch them from this machine's
+        key service (a Slurm step's tasks on other nodes get them on the step's stdin); launchers
+        whose checkers use the key service do nothing."""
+        ...
+
     def finish(self) -> list[int]:
         """Once the job ended and the hunter killed its strays: kill what the launcher's own
         processes still hold of the job, and get ready for the next job. Returns the pids killed."""
@@ -63,7 +69,11 @@ class Ranks(Protocol):
 
 @runtime_checkable
 class Launcher(Protocol):
+    """Made by launch/registry.py with the run's Settings (or by a plugin through the hook)."""
     name: str
+    # True when the ranks run on this machine, so the session leases them its GPUs; False when the
+    # launcher's own scheduler hands out GPUs where the ranks run (Slurm)
+    local_gpus: bool
 
     def prepare(self) -> None:
         """Work that may start ahead of the first job (the fork launcher starts its zygote, which

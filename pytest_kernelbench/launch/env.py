@@ -16,7 +16,9 @@ SAFE_ENV = {  # NVLink multicast must stay off on the lent machines (safety.py);
 
 def job_env(token: str, cuda_devices: list[int] | None, extensions_dir: str | None,
             allow_multicast: bool = False) -> dict[str, str]:
-    env = dict(os.environ)
+    # the allocation's and this step's SLURM_* would make a rank look like a task of this step
+    # (launch/slurm.py gives a step's srun back what names the allocation)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "PYTEST_CURRENT_TEST",
               "PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS"):
         env.pop(k, None)

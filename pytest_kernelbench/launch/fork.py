@@ -22,11 +22,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..procs import alive, die_with_parent
 from ..protocol import ExitFacts, JobLayout
 from .base import LaunchError
 from .env import job_env
+
+if TYPE_CHECKING:
+    from ..options import Settings
 
 START_TIMEOUT_S = 120.0      # importing torch on a loaded machine
 SPAWN_TIMEOUT_S = 30.0
@@ -264,6 +268,9 @@ class ForkedRanks:
     def spared(self) -> set[int]:
         return {self.server.pid} if self.server.pid else set()
 
+    def hand_over(self, secret: dict[str, str]) -> None:
+        pass        # the checkers fetch the key from the key service on this machine
+
     def is_checker(self, pid: int) -> bool:
         return pid in self.pids.values()
 
@@ -281,8 +288,9 @@ class ForkedRanks:
 class ForkLauncher:
     """base.Launcher: every job's ranks forked by one zygote, kept for the session."""
     name = "fork"
+    local_gpus = True
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings | None = None) -> None:
         self.server: RankServer | None = None
 
     def prepare(self) -> None:

@@ -3,11 +3,19 @@
 Each item leases the W GPUs it runs on; two items never hold the same GPU. A lease held by a
 process that died is reclaimed. The pool keeps a history of leases so each item can report
 what ran at the same time (timings of concurrent items share host resources).
+
+Keyed by host: on a cluster the cache folder may be a home shared by every node, where one pool
+file would be read by pytest on two nodes, and a lease by pid P on node A looks dead on node B
+(and was deleted: double-booking). Each host has its own file (`<name>@<host>.json`), each lease
+names its host, and only leases of this host are ever judged dead. The host is the Slurm node's
+name where there is one (SLURMD_NODENAME: several nodes may share a host name in a test cluster).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,9 +35,15 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def this_host() -> str:
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 class GpuPool:
-    def __init__(self, state_path: Path, gpu_ids: list[int]):
-        self.path = Path(state_path)
+    def __init__(self, state_path: Path, gpu_ids: list[int], host: str | None = None):
+        self.host = host or this_host()
+        base = Path(state_path)
+        self.path = base.with_name(f"{base.stem}@{re.sub(r'[^A-Za-z0-9._-]', '_', self.host)}{base.suffix}")
         self.lock = FileLock(str(self.path) + ".lock")
         self.gpu_ids = list(gpu_ids)
 
@@ -41,7 +55,7 @@ class GpuPool:
         state.setdefault("held", {})
         state.setdefault("history", [])
         for gpu, lease in list(state["held"].items()):
-            if not _alive(lease["pid"]):
+            if lease.get("host", self.host) == self.host and not _alive(lease["pid"]):
                 del state["held"][gpu]
         return state
 
@@ -58,7 +72,7 @@ class GpuPool:
             taken = free[:want]
             now = time.time()
             for g in taken:
-                state["held"][str(g)] = {"pid": os.getpid(), "item": item, "since": now}
+                state["held"][str(g)] = {"pid": os.getpid(), "host": self.host, "item": item, "since": now}
             self._save(state)
             return taken[:n]
 

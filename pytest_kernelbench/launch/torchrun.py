@@ -9,9 +9,13 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..procs import die_with_parent, has_token, parent_of
 from ..protocol import ExitFacts, JobLayout
+
+if TYPE_CHECKING:
+    from ..options import Settings
 
 LOG = "torchrun.log"
 
@@ -90,6 +94,9 @@ class TorchrunRanks:
     def spared(self) -> set[int]:
         return set()
 
+    def hand_over(self, secret: dict[str, str]) -> None:
+        pass        # the checkers fetch the key from the key service on this machine
+
     def is_checker(self, pid: int) -> bool:
         return parent_of(pid) == self.proc.pid and has_token(pid, self.token)
 
@@ -103,6 +110,10 @@ class TorchrunRanks:
 class TorchrunLauncher:
     """base.Launcher: one torchrun per job (three interpreter starts and torch imports an item)."""
     name = "torchrun"
+    local_gpus = True
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        pass
 
     def prepare(self) -> None:
         pass

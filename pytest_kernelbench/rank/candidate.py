@@ -80,7 +80,7 @@ class CandidateProcess:
             store = TCPStore("127.0.0.1", 0, msg.world, True, timeout=timeout, wait_for_workers=False)
             self.chan.send(StorePort(store.port))
         else:
-            store = TCPStore("127.0.0.1", msg.store_port, msg.world, False, timeout=timeout)
+            store = TCPStore(msg.store_host, msg.store_port, msg.world, False, timeout=timeout)
         kwargs: dict[str, Any] = {"device_id": self.device} if self.cuda else {}
         dist.init_process_group("nccl" if self.cuda else "gloo", store=store, rank=msg.rank, world_size=msg.world,
                                 timeout=timeout, **kwargs)

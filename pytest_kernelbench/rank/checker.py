@@ -31,7 +31,8 @@ KEY_TIMEOUT_S = 60.0
 
 
 class Checker:
-    def __init__(self, job_dir: str):
+    def __init__(self, job_dir: str, step_io: Any = None):
+        self.step_io = step_io     # a task of a Slurm step: key and rendezvous on its stdin (steps.py)
         self.layout = JobLayout(job_dir)
         self.job = JobSpec.read(self.layout.job)
         self.rank = int(os.environ["RANK"])
@@ -74,6 +75,9 @@ class Checker:
     def fetch_secret(self) -> None:
         """The job's key and input nonce, from the launcher's socket: it answers only the checkers
         it started (by pid), so the candidate process, forked before, never had them."""
+        if self.step_io is not None:
+            self._take_secret(self.step_io.line(KEY_TIMEOUT_S))
+            return
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(KEY_TIMEOUT_S)
             s.connect(JobLayout.control(self.job.token))
@@ -84,7 +88,9 @@ class Checker:
                 if not chunk:
                     break
                 data += chunk
-        secret = json.loads(data or b"{}")
+        self._take_secret(json.loads(data or b"{}"))
+
+    def _take_secret(self, secret: dict) -> None:
         self.key, self.nonce = secret.get("key", ""), secret.get("nonce", "")
         if not self.key:
             raise ItemFailed("harness_error", "the launcher did not hand this checker the job's key", "harness")
@@ -111,7 +117,11 @@ class Checker:
             backend = "gloo"
         timeout = datetime.timedelta(seconds=float(job.pg_timeout_s))
         kwargs: dict[str, Any] = {"device_id": self.device} if backend == "nccl" else {}
-        if os.environ.get("KB_RENDEZVOUS"):    # forked by the rank server: no torchrun store to join
+        if self.step_io is not None:     # a Slurm step: rank 0's store, its address relayed by the launcher
+            from .steps import store
+            kwargs.update(store=store(self.step_io, self.rank, self.world, timeout, float(job.compile_timeout_s)),
+                          rank=self.rank, world_size=self.world)
+        elif os.environ.get("KB_RENDEZVOUS"):    # forked by the rank server: no torchrun store to join
             kwargs.update(store=rendezvous_store(os.environ["KB_RENDEZVOUS"], self.rank, self.world, timeout),
                           rank=self.rank, world_size=self.world)
         dist.init_process_group(backend, timeout=timeout, **kwargs)
@@ -189,9 +199,14 @@ class Checker:
                              candidate_path=job.candidate_path, native_lib=job.native_lib, glue_path=job.glue_path,
                              sizes=job.sizes, dtype=job.dtype, job_dir=str(self.layout.dir))
         port_key = f"kb/{job.token}/candidate-store"
-        if self.rank != 0:
-            init.store_port = int(self.store.get(port_key))
-        self.link.init(init, publish_port=lambda port: self.store.set(port_key, str(port)))
+        if self.rank != 0:     # "<host> <port>": rank 0's node, when the ranks span nodes
+            host, port = self.store.get(port_key).decode().split()
+            init.store_host, init.store_port = host, int(port)
+        here = "127.0.0.1"
+        if self.step_io is not None:
+            from .steps import reachable_address
+            here = reachable_address()
+        self.link.init(init, publish_port=lambda port: self.store.set(port_key, f"{here} {port}"))
         import_s = self.link.imported(budget)
         self.phases["import_s"] = import_s
         self.unsafe_check("importing the candidate")
@@ -307,7 +322,12 @@ def main(argv: list[str] | None = None) -> NoReturn:
     die_with_parent()   # a rank never outlives its launcher (the zygote or torchrun)
     import faulthandler
     import signal
-    checker = Checker(argv[0])
+    step_io = None
+    if os.environ.get("KB_LAUNCHER") == "slurm":      # a task of a Slurm step (launch/slurm.py)
+        from .steps import StepIO, slurm_env
+        os.environ.update(slurm_env(os.environ))
+        step_io = StepIO()         # before the output goes to the log, and before the candidate forks
+    checker = Checker(argv[0], step_io)
     code = 0
 
     def forward(signum: int, frame: Any) -> None:      # stop the candidate too: its stack goes to its log
