@@ -174,4 +174,18 @@ def test_unknown_launcher_is_a_usage_error_naming_the_known_ones(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, env=inner_env())
     assert proc.returncode == 4, proc.stdout + proc.stderr
     line = next(ln for ln in proc.stderr.splitlines() if "--kb-launcher" in ln)
-    assert "'mpirun': expected fork, torchrun or slurm" in line and "pytest_kb_make_launcher" in line, line
+    assert "'mpirun': expected fork, slurm or torchrun" in line and "pytest_kb_make_launcher" in line, line
+
+
+def test_a_new_launcher_is_one_new_file(tmp_path, monkeypatch):
+    """The registry finds launch/<name>.py by its module-level LAUNCHER: no list to edit."""
+    for path in Path(registry.HERE).glob("*.py"):
+        (tmp_path / path.name).write_text(path.read_text())
+    (tmp_path / "mpirun.py").write_text("class MpirunLauncher:\n    name = 'mpirun'\n\n\nLAUNCHER = MpirunLauncher\n")
+    monkeypatch.setattr(registry, "HERE", tmp_path)
+    registry.builtin.cache_clear()
+    try:
+        assert registry.builtin() == ("fork", "mpirun", "slurm", "torchrun")
+        assert registry.known() == "fork, mpirun, slurm or torchrun"
+    finally:
+        registry.builtin.cache_clear()

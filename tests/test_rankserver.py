@@ -197,4 +197,4 @@ def test_unknown_launcher_is_a_usage_error(tmp_path):
     from kbrun import inner_env, plugin_args
     proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "--kb-launcher=mpirun", "--co", "-q"],
                           cwd=tmp_path, capture_output=True, text=True, env=inner_env())
-    assert proc.returncode == 4 and "--kb-launcher='mpirun': expected fork, torchrun or slurm" in proc.stderr
+    assert proc.returncode == 4 and "--kb-launcher='mpirun': expected fork, slurm or torchrun" in proc.stderr

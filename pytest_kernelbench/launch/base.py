@@ -4,8 +4,9 @@ deadline and compile budget, hunting the job's processes, the tree checks, the k
 capping. It talks to a `Launcher` and its `Ranks` only.
 
 Adding a launcher: one new file launch/<name>.py with one class satisfying `Launcher` (and its
-`Ranks`), plus its one line in registry.BUILTIN; or, outside the package, a plugin or conftest
-answering the `pytest_kb_make_launcher` hook (hookspec.py).
+`Ranks`), named `LAUNCHER` at module level (registry.py finds it by that name; `--kb-launcher=<name>`
+then works); or, outside the package, a plugin or conftest answering the `pytest_kb_make_launcher`
+hook (hookspec.py).
 """
 from __future__ import annotations
 

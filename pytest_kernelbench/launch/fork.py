@@ -316,3 +316,6 @@ def rank_server(extensions_dir: str | None = None) -> RankServer:
     env = job_env("", None, extensions_dir)
     env.pop("KB_JOB_TOKEN")
     return RankServer(env)
+
+
+LAUNCHER = ForkLauncher     # --kb-launcher=fork (launch/registry.py finds it here)

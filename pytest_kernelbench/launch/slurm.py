@@ -239,3 +239,5 @@ class SlurmLauncher:
     def close(self) -> None:
         pass
 
+
+LAUNCHER = SlurmLauncher     # --kb-launcher=slurm (launch/registry.py finds it here)
