@@ -9,6 +9,7 @@ import pytest
 from .candidates.files import CandidateError, NoCandidate, choose
 from .pkb import static
 from .pkb.checkout import is_pkb
+from .protocol import Outcome
 from .session import Skip, base_record
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def emit(node: pytest.Item, record: dict) -> None:
 def _skip(request: pytest.FixtureRequest, problem: Problem, reason: str,
           candidate: Candidate | None = None) -> NoReturn:
     rec = base_record(problem, candidate, request.node.nodeid)
-    rec.update(outcome="skipped", message=reason)
+    rec.update(outcome=Outcome.SKIPPED, message=reason)
     emit(request.node, rec)
     pytest.skip(reason)
 
@@ -69,7 +70,7 @@ def _static_then_skip(request: pytest.FixtureRequest, session: KBSession, proble
         found = static.verdict(candidate, s.allow_multicast)
         if found:
             rec = base_record(problem, candidate, request.node.nodeid)
-            rec.update(outcome="failed", failure=found[0], message=found[1])
+            rec.update(outcome=Outcome.FAILED, failure=found[0], message=found[1])
             emit(request.node, rec)
             pytest.fail(f"{found[0]}: {found[1]}", pytrace=False)
     _skip(request, problem, reason, candidate)

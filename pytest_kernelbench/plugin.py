@@ -20,6 +20,7 @@ from .options import OPTIONS, Settings, help_text
 from .pkb import checkout as pkb_checkout
 from .pkb import pairing as pkb_pairing
 from .run import BenchRun, ReportWriter, identity, is_kb_nodeid, kb_home, resumed_records
+from .protocol import Failure, Outcome
 from .session import base_record, new_run_id
 from .spec import hardware
 from .spec.problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
@@ -265,7 +266,7 @@ class BrokenProblem(pytest.Item):
 
     def runtest(self):
         rec = base_record(None, None, self.nodeid)
-        rec.update(outcome="error", failure="invalid_problem", message=self.error)
+        rec.update(outcome=Outcome.ERROR, failure=Failure.INVALID_PROBLEM, message=self.error)
         self.stash[RECORDS] = [rec]
         raise ProblemError(self.path, self.error)
 

@@ -25,6 +25,7 @@ from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN  # noqa: F401 (RUN_PLUGIN 
 from .options import Settings
 from .pkb import checkout as pkb_checkout
 from .pkb import pairing
+from .protocol import Failure, Outcome
 from .session import KBSession, base_record
 from .spec import hardware
 
@@ -131,7 +132,7 @@ class BenchRun:
             return
         if self.settings.resume:
             done = {r.get("nodeid") for r in resumed_records(self.settings.resume)[0]
-                    if r.get("outcome") in ("passed", "failed")}   # skipped, API-error items run again
+                    if r.get("outcome") in (Outcome.PASSED, Outcome.FAILED)}   # skipped, API-error items run again
             dropped = [i for i in items if i.nodeid in done]
             if dropped:
                 config.hook.pytest_deselected(items=dropped)
@@ -336,13 +337,13 @@ def synthesized(nodeid: str, bad: dict | None, problem: Problem | None = None) -
     rec = base_record(problem, None, nodeid)
     bad = bad or {"when": "call", "skipped": False, "text": "the item ended without a result"}
     if bad.get("skipped"):
-        rec.update(outcome="skipped", message=bad["text"])
+        rec.update(outcome=Outcome.SKIPPED, message=bad["text"])
     elif bad.get("invalid"):
-        rec.update(outcome="error", failure="invalid_problem", message=bad["text"])
+        rec.update(outcome=Outcome.ERROR, failure=Failure.INVALID_PROBLEM, message=bad["text"])
     elif bad.get("timeout"):
-        rec.update(outcome="failed", failure="timeout", message=f"pytest-timeout fired: {bad['text']}")
+        rec.update(outcome=Outcome.FAILED, failure=Failure.TIMEOUT, message=f"pytest-timeout fired: {bad['text']}")
     elif bad.get("crash"):
-        rec.update(outcome="error", failure="harness_error", message=f"the process running the item died: {bad['text']}")
+        rec.update(outcome=Outcome.ERROR, failure=Failure.HARNESS_ERROR, message=f"the process running the item died: {bad['text']}")
     else:
-        rec.update(outcome="error", failure="harness_error", message=f"{bad['when']}: {bad['text']}")
+        rec.update(outcome=Outcome.ERROR, failure=Failure.HARNESS_ERROR, message=f"{bad['when']}: {bad['text']}")
     return rec

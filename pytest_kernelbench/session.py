@@ -23,7 +23,7 @@ from .launch.gpus import GpuPool
 from .metrics import roofline
 from .options import DEFAULT_TIMEOUT_S, Settings, per_item
 from .pkb.checkout import is_pkb
-from .protocol import JobLayout, JobSpec, TimingSpec, rule_of
+from .protocol import Failure, JobLayout, JobSpec, Outcome, TimingSpec, rule_of
 from .spec import hardware
 from .spec.problem import Placement, size_names
 
@@ -181,17 +181,17 @@ class KBSession:
         record.update(device=placement.device, world_size=placement.world_size)
         if candidate.failure:
             category, message = candidate.failure
-            record.update(outcome="failed", failure=category, message=message)
+            record.update(outcome=Outcome.FAILED, failure=category, message=message)
             return record
         if not candidate.is_reference and problem.kind != "native" and \
                 copies.is_reference_copy(candidate.source, problem.reference_path.read_text()):
-            record.update(outcome="failed", failure="reference_copy", message=copies.MESSAGE)
+            record.update(outcome=Outcome.FAILED, failure=Failure.REFERENCE_COPY, message=copies.MESSAGE)
             return record
         if not self.settings.allow_multicast and not candidate.is_reference:
             # refused before launch: it never runs here (a native candidate is C/C++/CUDA)
             found = safety.scan(candidate.source, "c" if problem.kind == "native" else "python")
             if found:
-                record.update(outcome="failed", failure="unsafe", message=found)
+                record.update(outcome=Outcome.FAILED, failure=Failure.UNSAFE, message=found)
                 return record
         record["metric"] = problem.metric
         native = None
@@ -217,7 +217,7 @@ class KBSession:
         self.fill(record, outcome, placement)
         metrics.annotate_metric(record.get("sizes") or [], problem.metric)
         record["job_dir"] = str(job_dir)
-        if record["outcome"] == "passed" and not self.settings.keep_jobs:
+        if record["outcome"] == Outcome.PASSED and not self.settings.keep_jobs:
             launch.remove_job_dir(job_dir)
             record["job_dir"] = None
         return record
@@ -229,9 +229,9 @@ class KBSession:
         prep = prepare(problem, candidate.source, Path(self.native_dir), self.settings.compile_timeout)
         record["build"] = prep.build or None
         if prep.error:
-            record.update(outcome="error", failure="harness_error", message=prep.error)
+            record.update(outcome=Outcome.ERROR, failure=Failure.HARNESS_ERROR, message=prep.error)
         elif prep.failure:
-            record.update(outcome="failed", failure=prep.failure[0], message=prep.failure[1])
+            record.update(outcome=Outcome.FAILED, failure=prep.failure[0], message=prep.failure[1])
         else:
             return prep
         return None
@@ -244,8 +244,8 @@ class KBSession:
                       phases_s=result.get("phases_s"), warnings=(result.get("warnings") or []) + outcome.warnings,
                       isolation=result.get("isolation"),
                       killed_strays=outcome.killed, log_tail=outcome.log_tail or None,
-                      rank_phases=outcome.rank_phases if outcome.category == "timeout" else None)
-        if rule_of(outcome.message) and outcome.status == "failed":
+                      rank_phases=outcome.rank_phases if outcome.category == Failure.TIMEOUT else None)
+        if rule_of(outcome.message) and outcome.status == Outcome.FAILED:
             record["rule"] = rule_of(outcome.message)    # failed only by a rule stricter than PKB's (protocol.RULES)
         ceilings = self.machine.get("ceilings") if placement.device == "cuda" else {}
         record.update(roofline.annotate(sizes, ceilings or {}))
@@ -259,7 +259,7 @@ class KBSession:
         else:
             band = metrics.item_band(sizes)
             record["band"] = list(band) if band else None
-        if outcome.status == "passed":
+        if outcome.status == Outcome.PASSED:
             record["score"] = metrics.item_score(sizes)
             record["verdict"] = metrics.verdict(record["score"], record.get("band"))
         timed = sum(t * tm.get("iters", 0) for s in sizes for tm in (s.get("timing") or {}).values()

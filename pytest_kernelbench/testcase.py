@@ -8,6 +8,7 @@ import pytest
 
 from .candidates import Candidate
 from .fixtures import emit
+from .protocol import SHOWS_LOG_TAIL, Failure, Outcome
 from .session import base_record
 
 if TYPE_CHECKING:
@@ -22,13 +23,13 @@ def test_problem(request: pytest.FixtureRequest, kb_session: KBSession, kb_probl
         return _run_model(request, kb_session, kb_problem, kb_placement, kb_candidate)
     record = kb_session.run_item(kb_problem, kb_candidate, kb_placement, request.node.nodeid)
     emit(request.node, record)
-    if record["outcome"] != "passed":
+    if record["outcome"] != Outcome.PASSED:
         pytest.fail(failure_text(record), pytrace=False)
 
 
 def failure_text(rec: dict) -> str:
     text = f"{rec.get('failure')}: {rec.get('message')}"
-    if rec.get("log_tail") and rec.get("failure") in ("crash", "runtime_error", "timeout"):
+    if rec.get("log_tail") and rec.get("failure") in SHOWS_LOG_TAIL:
         text += f"\n{rec['log_tail'][-2000:]}"
     return text
 
@@ -59,8 +60,8 @@ def _run_model(request: pytest.FixtureRequest, session: KBSession, problem: Prob
                 break
             except llm.ApiFailure as e:
                 rec = base_record(problem, None, nodeid, sample)
-                rec.update(device=placement.device, world_size=placement.world_size, outcome="error",
-                           failure="api_error", message=e.message, round=r,
+                rec.update(device=placement.device, world_size=placement.world_size, outcome=Outcome.ERROR,
+                           failure=Failure.API_ERROR, message=e.message, round=r,
                            llm={"model": s.model, "sample": k, "round": r, **e.info})
                 rounds.append(rec)
                 emit_(rec)
@@ -76,7 +77,7 @@ def _run_model(request: pytest.FixtureRequest, session: KBSession, problem: Prob
             history.append(llm.Round(cand, answer, rec))
         if not rounds:
             rec = base_record(problem, None, nodeid, sample)
-            rec.update(device=placement.device, world_size=placement.world_size, outcome="skipped", message=stopped)
+            rec.update(device=placement.device, world_size=placement.world_size, outcome=Outcome.SKIPPED, message=stopped)
             finals.append(rec)
             emit_(rec)
             continue
@@ -86,17 +87,17 @@ def _run_model(request: pytest.FixtureRequest, session: KBSession, problem: Prob
             rec["cost"] = None
         best["cost"] = llm.cost_of(calls)
         best["rounds"] = [_round_summary(rec) for rec in rounds]
-        if stopped and rounds[-1].get("outcome") != "error":
+        if stopped and rounds[-1].get("outcome") != Outcome.ERROR:
             best["refinement_stopped"] = stopped
         finals.append(best)
     _verdict(finals)
 
 
 def _best_round(rounds: list[dict]) -> dict:
-    passed = [r for r in rounds if r.get("outcome") == "passed"]
+    passed = [r for r in rounds if r.get("outcome") == Outcome.PASSED]
     if passed:
         return max(passed, key=lambda r: (r.get("score") or 0.0, -r["round"]))
-    failed = [r for r in rounds if r.get("outcome") == "failed"]
+    failed = [r for r in rounds if r.get("outcome") == Outcome.FAILED]
     return (failed or rounds)[-1]
 
 
@@ -108,10 +109,10 @@ def _round_summary(rec: dict) -> dict:
 
 
 def _verdict(finals: list[dict]):
-    done = [f for f in finals if f.get("outcome") != "skipped"]
+    done = [f for f in finals if f.get("outcome") != Outcome.SKIPPED]
     if not done:
-        pytest.skip(finals[0].get("message") or "skipped")
-    bad = [f for f in done if f.get("outcome") != "passed"]
+        pytest.skip(finals[0].get("message") or Outcome.SKIPPED)
+    bad = [f for f in done if f.get("outcome") != Outcome.PASSED]
     if not bad:
         return
     def text(rec: dict) -> str:

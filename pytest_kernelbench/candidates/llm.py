@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
-from ..protocol import atomic_write
+from ..protocol import Failure, atomic_write
 from ..spec import shapes
 from . import Candidate, prompt
 from .cache import GenerationCache
@@ -289,7 +289,7 @@ class ModelSource:
             note = " (the answer hit the token limit)" if entry.get("finish_reason") == "length" else ""
             start = " ".join(answer.split())[:160]
             cand = Candidate("llm", label, None, origin=call["answer_file"], meta=meta,
-                             failure=("no_code", f"{how_found}{note}; it begins: {start!r}"))
+                             failure=(Failure.NO_CODE, f"{how_found}{note}; it begins: {start!r}"))
         else:
             path = self._file("candidates", stem, self.suffix, source)
             bad = None if self.native else python_syntax(source, path)

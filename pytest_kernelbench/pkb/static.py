@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..candidates import safety
 from ..candidates.files import python_syntax
+from ..protocol import Failure
 
 if TYPE_CHECKING:
     from ..candidates import Candidate
@@ -50,7 +51,7 @@ def verdict(candidate: Candidate, allow_multicast: bool = False) -> tuple[str, s
     if found:
         return found
     found = None if allow_multicast else multicast(candidate.source)
-    return ("unsafe", found) if found else None
+    return (Failure.UNSAFE, found) if found else None
 
 
 def needs_cuda(source: str | None) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import metrics
+from ..protocol import Outcome
 from . import reading as reports
 
 DEFAULT_THRESHOLD = 0.05     # how far a speed delta must go to be called a change when no --fail-on says
@@ -86,11 +87,11 @@ def _outcome(rec: dict | None) -> str:
     if rec is None:
         return "-"
     out = rec.get("outcome") or "?"
-    return f"{out}:{rec.get('failure')}" if out in ("failed", "error") else out
+    return f"{out}:{rec.get('failure')}" if out in (Outcome.FAILED, Outcome.ERROR) else out
 
 
 def _speed(rec: dict | None) -> str:
-    if rec is None or rec.get("outcome") != "passed":
+    if rec is None or rec.get("outcome") != Outcome.PASSED:
         return ""
     if rec.get("score") is None:
         return rec.get("speed") or "no speed"
@@ -104,7 +105,7 @@ def _item_change(b: dict | None, n: dict | None, threshold: float) -> str:
         return "new" if n is not None and n.get("outcome") in counted else "same"
     if n is None or n.get("outcome") not in counted:
         return "gone"
-    bp, np_ = b["outcome"] == "passed", n["outcome"] == "passed"
+    bp, np_ = b["outcome"] == Outcome.PASSED, n["outcome"] == Outcome.PASSED
     if bp and not np_:
         return "lost"
     if np_ and not bp:
