@@ -229,12 +229,25 @@ class JobLayout:
         self.result = self.dir / "result.json"
         self.cwd = self.dir / "cwd"
         self.tmp = self.dir / "tmp"
-        self.logs = self.dir / "logs"
+        self.hb, self.logs, self.errors, self.marks = (self.dir / sub for sub in self.SUBDIRS)
         self.candidate = self.dir / "candidate"
         self.exits = self.logs / "exits.json"
+        self.torchrun_log = self.logs / "torchrun.log"
+        self.secret = self.dir / "secret"     # an older launcher's key file: still refused to candidates
+
+    def subdirs(self) -> tuple[Path, ...]:
+        """The folders every checker makes (hb/, logs/, error/, done/)."""
+        return (self.hb, self.logs, self.errors, self.marks)
+
+    def control_dirs(self) -> tuple[Path, ...]:
+        """What the checkers write and the launcher trusts: no candidate may touch them."""
+        return (self.marks, self.errors, self.hb)
+
+    def control_files(self) -> tuple[Path, ...]:
+        return (self.job, self.result, self.secret)
 
     def heartbeat(self, rank: int) -> Path:
-        return self.dir / "hb" / f"rank{rank}"
+        return self.hb / f"rank{rank}"
 
     @staticmethod
     def control(token: str) -> str:
@@ -243,7 +256,7 @@ class JobLayout:
         return f"\0kb-control-{token}"
 
     def pids(self, rank: int) -> Path:
-        return self.dir / "hb" / f"pids{rank}"
+        return self.hb / f"pids{rank}"
 
     def log(self, rank: int) -> Path:
         return self.logs / f"rank{rank}.log"
@@ -255,10 +268,10 @@ class JobLayout:
         return self.dir / "scratch" / f"rank{rank}"
 
     def error(self, rank: int) -> Path:
-        return self.dir / "error" / f"rank{rank}.json"
+        return self.errors / f"rank{rank}.json"
 
     def done(self, rank: int) -> Path:
-        return self.dir / "done" / f"rank{rank}"
+        return self.marks / f"rank{rank}"
 
 
 def done_mark(key: str | None, token: str, rank: int, result_bytes: bytes = b"") -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 from pytest_kernelbench.protocol import TIERS, Failure, Outcome, Tier
@@ -26,7 +27,7 @@ KEY_CALLS = {"get", "pop", "setdefault", "Option"}
 WORD_LIST = 3       # a tuple/list/set of at least this many string constants, not all vocabulary: other words
 
 
-def _not_vocabulary(tree: ast.AST) -> set[int]:
+def _not_vocabulary(tree: ast.AST, vocabulary: Iterable[str] = VOCABULARY) -> set[int]:
     """ids of string constants that cannot be a category, outcome or tier: docstrings, dict keys,
     subscripts (aggregate fields such as a["passed"]), the key of .get()/.pop(), an option's name,
     the left side of `in` (a substring or key test), and lists of other words (field names, C
@@ -49,7 +50,7 @@ def _not_vocabulary(tree: ast.AST) -> set[int]:
             out.add(id(n.left))
         elif isinstance(n, (ast.Tuple, ast.List, ast.Set)) and len(n.elts) >= WORD_LIST:
             words = [e.value for e in n.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-            if len(words) == len(n.elts) and not set(words) <= set(VOCABULARY):
+            if len(words) == len(n.elts) and not set(words) <= set(vocabulary):
                 out.update(id(e) for e in n.elts)
     return out
 
@@ -73,6 +74,50 @@ def test_no_category_outcome_or_tier_literal_outside_protocol():
         found += [f"{rel}:{line}: {value!r} (use {VOCABULARY[value]})"
                   for line, value in literals(path.read_text()) if value not in allowed]
     assert not found, "vocabulary spelled by hand:\n" + "\n".join(found)
+
+
+# the job folder's names (protocol.JobLayout spells them; everyone else asks it)
+LAYOUT_NAMES = {"hb", "logs", "error", "done", "job.json", "result.json", "exits.json", "torchrun.log", "secret"}
+LAYOUT_PREFIXES = ("hb/", "logs/", "error/", "done/")
+
+
+def layout_literals(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every job-folder path spelled by hand: a name of JobLayout's as a string, or
+    a string or f-string that starts with one of its folders."""
+    tree = ast.parse(source)
+    skip = _not_vocabulary(tree, LAYOUT_NAMES)
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.JoinedStr) and n.values and isinstance(n.values[0], ast.Constant):
+            skip.add(id(n.values[0]))
+            head = str(n.values[0].value)
+            if head.startswith(LAYOUT_PREFIXES):
+                out.append((n.lineno, head))
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip and (
+                n.value in LAYOUT_NAMES or n.value.startswith(LAYOUT_PREFIXES)):
+            out.append((n.lineno, n.value))
+    return sorted(out)
+
+
+def test_no_job_folder_path_spelled_outside_protocol():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(REPO))
+        if rel == "pytest_kernelbench/protocol.py" or any(rel.startswith(p) for p in ALLOWED):
+            continue
+        found += [f"{rel}:{line}: {text!r} (use protocol.JobLayout)" for line, text in layout_literals(path.read_text())]
+    assert not found, "job folder paths spelled by hand:\n" + "\n".join(found)
+
+
+def test_the_layout_scan_sees_what_it_must():
+    src = '''def f(job_dir, rank, r):
+    write(f"hb/rank{rank}", "x")
+    p = job_dir / "done" / f"rank{r}"
+    q = os.path.join(job_dir, "result.json")
+    return {"error": p}, r["logs"], "error" in q, [os.path.join(job_dir, d) for d in ("done", "error", "hb")]
+'''
+    assert layout_literals(src) == [(2, "hb/rank"), (3, "done"), (4, "result.json"), (5, "done"), (5, "error"),
+                                    (5, "hb")]
 
 
 def test_the_scan_sees_what_it_must():
