@@ -270,7 +270,7 @@ class BrokenProblem(pytest.Item):
         self.stash[RECORDS] = [rec]
         raise ProblemError(self.path, self.error)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         return self.error
 
     def reportinfo(self):
@@ -307,9 +307,9 @@ class PkbReference(pytest.File):
 
 def _pkb_problems(config: pytest.Config) -> list:
     run = config.pluginmanager.get_plugin(RUN_PLUGIN)
-    settings = run.settings
-    if not settings.pkb:
+    if run is None or not run.settings.pkb:     # no run (the plugin inactive) or no --kb-pkb
         return []
+    settings = run.settings
     cache = run.rootdir / (settings.cache_dir or ".kb-cache")
     return pkb_checkout.load_problems(Path(settings.pkb), cache)
 

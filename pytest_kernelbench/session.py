@@ -152,10 +152,13 @@ class KBSession:
         s = self.settings
         folder = JobLayout(job_dir).candidate
         folder.mkdir(parents=True, exist_ok=True)
-        cand_path = folder / (problem.template if native else "solution.py")
-        cand_path.write_text(native.source if native else candidate.source)
+        source = native.source if native else candidate.source
+        if source is None or (native and native.lib is None):     # run_item ends such items before
+            raise ValueError(f"{problem.id}: nothing to run (no candidate source or no built library)")
+        cand_path = folder / (problem.template_path.name if native else "solution.py")
+        cand_path.write_text(source)
         lib = glue = None
-        if native:
+        if native and native.lib:
             lib = folder / Path(native.lib).name
             shutil.copyfile(native.lib, lib)
             glue = folder / "glue.py"
@@ -179,8 +182,8 @@ class KBSession:
                  sample: int | None = None) -> dict:
         record = base_record(problem, candidate, nodeid, sample)
         record.update(device=placement.device, world_size=placement.world_size)
-        if candidate.failure:
-            category, message = candidate.failure
+        if candidate.failure or candidate.source is None:
+            category, message = candidate.failure or (Failure.NO_CODE, f"{candidate.label}: no code")
             record.update(outcome=Outcome.FAILED, failure=category, message=message)
             return record
         if not candidate.is_reference and problem.kind != "native" and \
@@ -196,7 +199,7 @@ class KBSession:
         record["metric"] = problem.metric
         native = None
         if problem.kind == "native" and not candidate.is_reference:
-            native = self.prepare_native(problem, candidate, record)
+            native = self.prepare_native(problem, candidate.source, record)
             if native is None:
                 return record
         slug = re.sub(r"[^A-Za-z0-9]+", "-", problem.id) + (f"-s{sample}" if sample is not None else "")
@@ -209,7 +212,7 @@ class KBSession:
                           compile_timeout_s=self.settings.compile_timeout, extensions_dir=str(builds),
                           server=self.rank_server())
             if placement.device == "cuda":
-                with self.pool.lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
+                with self.gpu_pool().lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
                     outcome = launch.run_job(job_dir, job, cuda_devices=lease["gpus"], **kwargs)
                 record.update(gpus=lease["gpus"], concurrent_with=lease["concurrent_with"])
             else:
@@ -222,11 +225,16 @@ class KBSession:
             record["job_dir"] = None
         return record
 
-    def prepare_native(self, problem: Problem, candidate: Candidate, record: dict) -> Prepared | None:
+    def gpu_pool(self) -> GpuPool:
+        if self.pool is None:
+            raise RuntimeError("a CUDA item, but this machine has no GPU to lease")
+        return self.pool
+
+    def prepare_native(self, problem: Problem, source: str, record: dict) -> Prepared | None:
         """Splice, scan and build a native candidate before launch (the build is not on the item's
         deadline: its time goes to record["build"]). None when the item ends here (record filled)."""
         from .native import prepare
-        prep = prepare(problem, candidate.source, Path(self.native_dir), self.settings.compile_timeout)
+        prep = prepare(problem, source, Path(self.native_dir), self.settings.compile_timeout)
         record["build"] = prep.build or None
         if prep.error:
             record.update(outcome=Outcome.ERROR, failure=Failure.HARNESS_ERROR, message=prep.error)

@@ -57,7 +57,7 @@ def shipped(problem: Problem, device: str, name: str | None, strict: bool) -> Ca
 
 def from_directory(problem: Problem, directory: Path, pkb_backend: str = "cuda") -> Candidate:
     # a native problem's candidate is its template's language: the whole file or only the regions
-    suffix = Path(problem.template).suffix if problem.kind == "native" else ".py"
+    suffix = problem.template_path.suffix if problem.kind == "native" else ".py"
     path = Path(directory) / problem.category / f"{problem.name}{suffix}"
     expected = f"<dir>/{problem.category}/{problem.name}{suffix}"
     origin, meta, given = str(path), {}, str(directory)
@@ -98,5 +98,7 @@ def choose(problem: Problem, device: str, mode_value: str, solutions_dir: str | 
     if mode == "reference":
         return reference(problem)
     if mode == "shipped":
-        return shipped(problem, device, name, strict=True)
+        found = shipped(problem, device, name, strict=True)
+        assert found is not None, "strict: shipped() raises NoCandidate rather than return None"
+        return found
     return shipped(problem, device, None, strict=False) or reference(problem)

@@ -172,7 +172,7 @@ class Ledger:
         if self.max_cost is not None and data.get("usd", 0.0) >= self.max_cost:
             raise Skipped(f"budget spent: ${data.get('usd', 0.0):.4f} of --kb-max-cost=${self.max_cost:g}")
 
-    def charge(self, usd: float | None, prompt_tokens: int, completion_tokens: int):
+    def charge(self, usd: float | None, prompt_tokens: int | None, completion_tokens: int | None) -> None:
         with self.update() as data:
             data["calls"] = data.get("calls", 0) + 1
             data["prompt_tokens"] = data.get("prompt_tokens", 0) + (prompt_tokens or 0)
@@ -232,7 +232,7 @@ class ModelSource:
         self.slug = slug(problem)
         # native problems: the answer is C++/CUDA (the whole template or its EDIT regions)
         self.native = problem.kind == "native"
-        self.suffix = Path(problem.template).suffix if self.native else ".py"
+        self.suffix = problem.template_path.suffix if self.native else ".py"
 
     # -- files of the run ------------------------------------------------------------------
     def _file(self, what: str, stem: str, suffix: str, text: str) -> Path:
@@ -323,7 +323,7 @@ class ModelSource:
                                "after_s": round(time.monotonic() - t0, 3)})
                 info = {"attempts": attempt + 1, "errors": errors}
                 if status in FATAL_STATUS or CREDENTIALS.search(line):
-                    what = FATAL_STATUS.get(status, "authentication failed") + (f" (HTTP {status})" if status else "")
+                    what = FATAL_STATUS.get(status or 0, "authentication failed") + (f" (HTTP {status})" if status else "")
                     self.ledger.mark_fatal(self.model, what)
                     raise ApiFailure(
                         f"{self.model}: {what}: {line}. Check the provider's API key (e.g. OPENAI_API_KEY, "

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 MISSING = "plots need matplotlib: pip install 'pytest-kernelbench[plot]'"
-TIER_COLORS = {Tier.BETTER: "#2ca02c", Tier.ON_PAR: "#1f77b4", Tier.DEGRADED: "#ff7f0e",
-               Tier.SEVERELY_DEGRADED: "#d62728"}
+TIER_COLORS: dict[str, str] = {Tier.BETTER: "#2ca02c", Tier.ON_PAR: "#1f77b4", Tier.DEGRADED: "#ff7f0e",
+                               Tier.SEVERELY_DEGRADED: "#d62728"}
 DPI = 80          # small PNGs: they are committed and embedded in the page
 WIDE = 8.0        # inches: two of these side by side fit a 1400 px page
 NO_SPEED = "no entry measured speed (cpu: not a speed)"

@@ -47,9 +47,9 @@ def verdict(candidate: Candidate, allow_multicast: bool = False) -> tuple[str, s
         return candidate.failure
     if candidate.is_reference or candidate.source is None:
         return None
-    found = python_syntax(candidate.source, candidate.origin or "solution.py")
-    if found:
-        return found
+    bad = python_syntax(candidate.source, candidate.origin or "solution.py")
+    if bad:
+        return bad
     found = None if allow_multicast else multicast(candidate.source)
     return (Failure.UNSAFE, found) if found else None
 

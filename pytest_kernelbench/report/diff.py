@@ -135,7 +135,8 @@ def compare(base_doc: dict, new_doc: dict, fail_on: FailOn | None = None) -> Com
     # the run's speed over the items passed in both, so a changed selection does not move it
     both = [d for d in cmp.items if d.change in ("regression", "improvement", "noise")]
     if both:
-        bs, ns = [d.base for d in both], [d.new for d in both]
+        bs = [d.base for d in both if d.base is not None]       # passed in both: both records there
+        ns = [d.new for d in both if d.new is not None]
         gb, gn = metrics.geomean([i.get("score") for i in bs]), metrics.geomean([i.get("score") for i in ns])
         change = metrics.speed_change(gb, metrics.gm_band(bs), gn, metrics.gm_band(ns), threshold)
         cmp.common_gm = (gb, gn, change, len(both))
@@ -144,9 +145,9 @@ def compare(base_doc: dict, new_doc: dict, fail_on: FailOn | None = None) -> Com
     if fail_on.speedup is not None:
         cmp.regressions += [f"{d.name}: {_speed(d.base)} -> {_speed(d.new)}" for d in cmp.items
                             if d.change == "regression"]
-        gb, gn, change, n = cmp.common_gm
+        gb, gn, change, count = cmp.common_gm
         if change == "regression":
-            cmp.regressions.append(f"GM-speedup over the {n} items passed in both: {gb:.3f}x -> {gn:.3f}x")
+            cmp.regressions.append(f"GM-speedup over the {count} items passed in both: {gb:.3f}x -> {gn:.3f}x")
     return cmp
 
 
