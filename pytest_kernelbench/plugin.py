@@ -266,7 +266,7 @@ class BrokenProblem(pytest.Item):
 
     def runtest(self):
         rec = base_record(None, None, self.nodeid)
-        rec.update(outcome=Outcome.ERROR, failure=Failure.INVALID_PROBLEM, message=self.error)
+        rec.end(Outcome.ERROR, Failure.INVALID_PROBLEM, self.error)
         self.stash[RECORDS] = [rec]
         raise ProblemError(self.path, self.error)
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from _pytest.terminal import TerminalReporter
 
     from .report.diff import Comparison
+    from .report.record import ItemRecord
     from .spec.problem import Problem
 
 FIRST_BAD = pytest.StashKey[dict]()
@@ -187,8 +188,8 @@ class BenchRun:
             if not records:
                 problem = item.stash.get(KB_PROBLEM, None)
                 records = [synthesized(item.nodeid, item.stash.get(FIRST_BAD, None), problem)]
-            # plain JSON types only: xdist ships the report to the controller
-            setattr(rep, "kb_records", json.loads(json.dumps(records, default=str)))  # noqa: B010 (pytest's reports take extra attributes; xdist ships them)
+            # the JSON boundary: plain JSON types only (xdist ships the report to the controller)
+            setattr(rep, "kb_records", json.loads(json.dumps([r.to_dict() for r in records], default=str)))  # noqa: B010 (pytest's reports take extra attributes; xdist ships them)
         return rep
 
 
@@ -330,20 +331,20 @@ def _short(rep: pytest.TestReport, lines: int = 12) -> str:
     return "\n".join(kept[-lines:])
 
 
-def synthesized(nodeid: str, bad: dict | None, problem: Problem | None = None) -> dict:
+def synthesized(nodeid: str, bad: dict | None, problem: Problem | None = None) -> ItemRecord:
     """The record of an item that ended without one: skipped with its reason, or an error (an
     exception outside the candidate's job: a fixture, the harness, pytest-timeout, a dead worker)
     that still counts in every rate."""
     rec = base_record(problem, None, nodeid)
     bad = bad or {"when": "call", "skipped": False, "text": "the item ended without a result"}
     if bad.get("skipped"):
-        rec.update(outcome=Outcome.SKIPPED, message=bad["text"])
+        rec.end(Outcome.SKIPPED, message=bad["text"])
     elif bad.get("invalid"):
-        rec.update(outcome=Outcome.ERROR, failure=Failure.INVALID_PROBLEM, message=bad["text"])
+        rec.end(Outcome.ERROR, Failure.INVALID_PROBLEM, bad["text"])
     elif bad.get("timeout"):
-        rec.update(outcome=Outcome.FAILED, failure=Failure.TIMEOUT, message=f"pytest-timeout fired: {bad['text']}")
+        rec.end(Outcome.FAILED, Failure.TIMEOUT, f"pytest-timeout fired: {bad['text']}")
     elif bad.get("crash"):
-        rec.update(outcome=Outcome.ERROR, failure=Failure.HARNESS_ERROR, message=f"the process running the item died: {bad['text']}")
+        rec.end(Outcome.ERROR, Failure.HARNESS_ERROR, f"the process running the item died: {bad['text']}")
     else:
-        rec.update(outcome=Outcome.ERROR, failure=Failure.HARNESS_ERROR, message=f"{bad['when']}: {bad['text']}")
+        rec.end(Outcome.ERROR, Failure.HARNESS_ERROR, f"{bad['when']}: {bad['text']}")
     return rec
