@@ -37,7 +37,7 @@ def prepare(problem: Problem, text: str, cache_dir: Path, timeout_s: float) -> P
         spliced = splice(template, text, name)
     except EditError as e:
         return Prepared(failure=(Failure.EDIT_OUTSIDE_REGION, str(e)))
-    recipe = Recipe.of(problem)
+    recipe = Recipe.of(problem.build, problem.id)
     found = scan(spliced.regions, recipe.headers, recipe.asm)
     if found:
         return Prepared(source=spliced.source, failure=(Failure.FORBIDDEN_CONSTRUCT, found))

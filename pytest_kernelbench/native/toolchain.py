@@ -12,10 +12,6 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ..spec.problem import Problem
 
 COMPILERS = {"nvcc": "nvcc", "g++": "g++"}
 SUFFIX = {"nvcc": ".cu", "g++": ".cpp"}
@@ -42,11 +38,11 @@ class Recipe:
                    asm=bool(data.get("asm", False)))
 
     @classmethod
-    def of(cls, problem: Problem) -> "Recipe":
+    def of(cls, build: dict | None, problem_id: str) -> "Recipe":
         """A native problem's recipe (problem.yaml `build`, checked when the problem loaded)."""
-        if problem.build is None:
-            raise ValueError(f"{problem.id} has no build recipe: not a native problem")
-        return cls.from_yaml(problem.build)
+        if build is None:
+            raise ValueError(f"{problem_id} has no build recipe: not a native problem")
+        return cls.from_yaml(build)
 
 
 @dataclass
