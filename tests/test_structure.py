@@ -68,10 +68,11 @@ def test_ci_runs_both_readme_commands_each_in_a_fresh_venv():
 
 # ---- lint and types: part of the test command, so CI enforces them ------------------------------
 # mypy checks every module of the package; PENDING: modules another helper is rewriting, with
-# errors the lead fixes on merging (then this is empty)
+# errors the lead fixes on merging (then this is empty). templates/ is text shown to models
+# (its bytes are in the prompts and their digests), not code of the package.
 PENDING = {"pytest_kernelbench/launch/gpus.py"}
 TYPED = sorted(str(p.relative_to(REPO)) for p in (REPO / "pytest_kernelbench").rglob("*.py")
-               if str(p.relative_to(REPO)) not in PENDING)
+               if str(p.relative_to(REPO)) not in PENDING and p.parent.name != "templates")
 
 
 def _tool(module: str, *args) -> subprocess.CompletedProcess:

@@ -2,8 +2,6 @@
 symmetric memory buffer and its rendezvous, peer pointers, a load_inline CUDA kernel that reads
 a peer's buffer over NVLink, and a flag barrier that stays correct when calls run back to back.
 What it computes is no problem's task: rank r returns x + (the x of rank (r + 1) % W), bf16."""
-from typing import Any
-
 import torch
 import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem
@@ -84,7 +82,7 @@ torch::Tensor add_neighbour(torch::Tensor x, std::vector<int64_t> data, std::vec
 }
 """
 
-_ext: Any = None        # the compiled extension (load_inline's module), built on first use
+_ext = None
 _sizes: dict = {}   # numel -> per-size state, made by the first call of that size (untimed)
 
 
@@ -100,9 +98,7 @@ def _setup(x: torch.Tensor) -> dict:
     buf = symm_mem.empty(FLAG_BYTES + 2 * half, dtype=torch.uint8, device=x.device)
     buf[:FLAG_BYTES].zero_()
     torch.cuda.synchronize()        # flags are zero before any peer can reach them
-    group = dist.group.WORLD
-    assert group is not None, "the default process group is initialized before solution() runs"
-    handle = symm_mem.rendezvous(buf, group.group_name)   # collective: every rank calls it
+    handle = symm_mem.rendezvous(buf, dist.group.WORLD.group_name)   # collective: every rank calls it
     # buffer_ptrs[q] is where rank q's allocation starts in this process; buf may sit inside it
     offset = buf.data_ptr() - int(handle.buffer_ptrs[rank])
     base = [int(p) + offset for p in handle.buffer_ptrs]
