@@ -9,27 +9,29 @@ import pytest
 from .candidates.files import CandidateError, NoCandidate, choose
 from .pkb import static
 from .pkb.checkout import is_pkb
+from .protocol import Outcome
 from .session import Skip, base_record
 
 if TYPE_CHECKING:
     from .candidates import Candidate
     from .candidates.llm import ModelSource
+    from .report.record import ItemRecord
     from .session import KBSession
     from .spec.problem import Placement, Problem
 
 RUN_PLUGIN = "kernelbench-run"          # the BenchRun object's name in the plugin manager
 KB_PROBLEM: pytest.StashKey[Problem] = pytest.StashKey()      # item -> its Problem
-RECORDS: pytest.StashKey[list[dict]] = pytest.StashKey()      # item -> the records it produced (one per sample/round)
+RECORDS: pytest.StashKey[list[ItemRecord]] = pytest.StashKey()   # item -> the records it produced (one per sample/round)
 
 
-def emit(node: pytest.Item, record: dict) -> None:
+def emit(node: pytest.Item, record: ItemRecord) -> None:
     node.stash.setdefault(RECORDS, []).append(record)
 
 
 def _skip(request: pytest.FixtureRequest, problem: Problem, reason: str,
           candidate: Candidate | None = None) -> NoReturn:
     rec = base_record(problem, candidate, request.node.nodeid)
-    rec.update(outcome="skipped", message=reason)
+    rec.end(Outcome.SKIPPED, message=reason)
     emit(request.node, rec)
     pytest.skip(reason)
 
@@ -69,7 +71,7 @@ def _static_then_skip(request: pytest.FixtureRequest, session: KBSession, proble
         found = static.verdict(candidate, s.allow_multicast)
         if found:
             rec = base_record(problem, candidate, request.node.nodeid)
-            rec.update(outcome="failed", failure=found[0], message=found[1])
+            rec.end(Outcome.FAILED, *found)
             emit(request.node, rec)
             pytest.fail(f"{found[0]}: {found[1]}", pytrace=False)
     _skip(request, problem, reason, candidate)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from .protocol import JobSpec
 
@@ -169,7 +169,7 @@ def _settings_default(o: Option) -> Any:
 if TYPE_CHECKING:
     class Settings:
         """Typed as open for mypy: the fields are the rows of OPTIONS (made below at run time)."""
-
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]     # a dataclass (asdict, replace)
         def __init__(self, **fields: Any) -> None: ...
         def __getattr__(self, name: str) -> Any: ...
 else:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .launch import LaunchFacts
 from .launch.jobs import read_heartbeats, read_phases, setup_phase
-from .protocol import CANDIDATE_FAILURES, ExitFacts, JobLayout, done_mark
+from .protocol import ExitFacts, Failure, JobLayout, Outcome, done_mark, outcome_of
 
 __all__ = ["LaunchOutcome", "classify", "clean_log", "deadline_message", "drop_cpp_frames", "judge", "logs_tail",
            "read_heartbeats", "read_phases", "setup_phase"]
@@ -29,8 +29,8 @@ TAIL_CHARS = 3000
 
 @dataclass
 class LaunchOutcome:
-    status: str                    # passed | failed
-    category: str | None = None    # failure category (see metrics.CATEGORIES)
+    status: Outcome                # passed | failed | error
+    category: Failure | str | None = None    # failure category (protocol.Failure)
     message: str = ""
     result: dict | None = None     # the worker's result.json when trusted
     returncode: int | None = None
@@ -55,7 +55,7 @@ def tail(path: Path, chars: int = TAIL_CHARS) -> str:
 def logs_tail(job_dir: Path, ranks: Iterable[int] | None = None) -> str:
     """The end of each rank's log (C++ frame dumps dropped: the one place log excerpts are made)."""
     parts = []
-    for log in sorted((job_dir / "logs").glob("rank*.log")):
+    for log in sorted(JobLayout(job_dir).logs.glob("rank*.log")):
         r = log.stem[4:]
         if ranks is None or (r.isdigit() and int(r) in ranks):
             t = clean_log(tail(log, 20000))[-1500:].strip()
@@ -68,9 +68,9 @@ def judge(facts: LaunchFacts) -> LaunchOutcome:
     """The outcome of a launched job: what launching it did (launch.run_job) and what its folder holds."""
     job_dir = Path(facts.job_dir)
     if facts.error:
-        return LaunchOutcome("error", "harness_error", facts.error, wall_s=facts.wall_s, log_tail=logs_tail(job_dir))
+        return LaunchOutcome(Outcome.ERROR, Failure.HARNESS_ERROR, facts.error, wall_s=facts.wall_s, log_tail=logs_tail(job_dir))
     if facts.timed_out:
-        out = LaunchOutcome("failed", "timeout",
+        out = LaunchOutcome(Outcome.FAILED, Failure.TIMEOUT,
                             deadline_message(facts.timed_out, job_dir, facts.phases, facts.candidate_path),
                             returncode=facts.returncode, log_tail=logs_tail(job_dir))
     else:
@@ -85,7 +85,7 @@ def judge(facts: LaunchFacts) -> LaunchOutcome:
         out.message = (f"the job modified the problem tree (undone; changed files kept in "
                        f"{facts.quarantine}): {shown}"
                        + (f"; before that: {out.category}: {out.message}" if out.category else ""))
-        out.status, out.category, out.result = "failed", "forbidden_call", None
+        out.status, out.category, out.result = Outcome.FAILED, Failure.FORBIDDEN_CALL, None
     return out
 
 
@@ -95,27 +95,28 @@ def _size(n: int) -> str:
 
 def classify(job_dir: Path, token: str, nproc: int, rc: int, key: str | None = None,
              candidate_path: str | None = None) -> LaunchOutcome:
+    layout = JobLayout(job_dir)
     errors = []
-    for f in (job_dir / "error").glob("rank*.json"):
+    for f in layout.errors.glob("rank*.json"):
         try:
             errors.append(json.loads(f.read_text()))
         except (OSError, ValueError):
             pass
-    result_path = job_dir / "result.json"
+    result_path = layout.result
     result_bytes = result_path.read_bytes() if result_path.is_file() else b""
-    done = {int(f.name[4:]) for f in (job_dir / "done").glob("rank*")
+    done = {int(f.name[4:]) for f in layout.marks.glob("rank*")
             if f.name[4:].isdigit() and f.read_text() == done_mark(key, token, int(f.name[4:]),
                                                                     result_bytes if f.name == "rank0" else b"")
-            } if (job_dir / "done").is_dir() else set()
+            } if layout.marks.is_dir() else set()
     if rc == 0 and len(done) == nproc and result_path.exists():
         try:
             result = json.loads(result_bytes)
         except ValueError as e:
-            return LaunchOutcome("failed", "crash", f"unreadable result.json: {e}", returncode=rc)
+            return LaunchOutcome(Outcome.FAILED, Failure.CRASH, f"unreadable result.json: {e}", returncode=rc)
         failure = result.get("failure")
         if failure:
-            return LaunchOutcome("failed", failure["category"], failure["message"], result=result, returncode=rc)
-        return LaunchOutcome("passed", None, "", result=result, returncode=rc)
+            return LaunchOutcome(Outcome.FAILED, failure["category"], failure["message"], result=result, returncode=rc)
+        return LaunchOutcome(Outcome.PASSED, None, "", result=result, returncode=rc)
     return _blame(job_dir, candidate_path, nproc, rc, errors, done)
 
 
@@ -126,8 +127,8 @@ def _error_outcome(job_dir: Path, e: dict, rc: int | None) -> LaunchOutcome:
         msg += "\n" + _trim_traceback(tb)
     # a fault of the harness (its inputs()/cost(), or the plugin's own code) is no verdict on the
     # candidate: outcome error, with the frame where it happened
-    status = "failed" if e["category"] in CANDIDATE_FAILURES else "error"
-    if status == "error":
+    status = outcome_of(e["category"])
+    if status == Outcome.ERROR:
         frame = harness_frame(tb)
         if frame:
             msg += f" (at {frame})"
@@ -243,7 +244,7 @@ _WATCHDOG = re.compile(r"(?:Watchdog caught collective operation timeout|collect
 
 
 def waited_error(e: dict) -> bool:
-    return e.get("category") == "timeout" or bool(_WAITED.search(exception_text(e)))
+    return e.get("category") == Failure.TIMEOUT or bool(_WAITED.search(exception_text(e)))
 
 
 def watchdog_line(log: str) -> str | None:
@@ -316,7 +317,7 @@ def _rank_states(job_dir: Path, candidate_path: str | None, nproc: int, errors: 
     exits = exits or {}
     states = {}
     for r in range(nproc):
-        log = tail(job_dir / "logs" / f"rank{r}.log", 20000)
+        log = tail(JobLayout(job_dir).log(r), 20000)
         t, phase = beats.get(r, (0.0, ""))
         states[r] = {"rank": r, "t": t, "phase": phase, "error": by_rank.get(r),
                      "exit": exits.get(r),
@@ -410,7 +411,7 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
         how = _describe_exit(st["exit"] if st["exit"] is not None else 0)
         where = f' in "{st["phase"]}"' if st["phase"] else ""
         at = f", at {st['at']['where']}" if st["at"] and st["at"]["where"] else ""
-        return LaunchOutcome("failed", "crash", f"rank {r} died ({how}) without reporting an error{where}{at}"
+        return LaunchOutcome(Outcome.FAILED, Failure.CRASH, f"rank {r} died ({how}) without reporting an error{where}{at}"
                              + others(r), returncode=rc,
                              log_tail=logs_tail(job_dir, {r}) or clean_log(launcher_log)[-TAIL_CHARS:])
 
@@ -433,7 +434,7 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
         peers = "; ".join(_describe(states[p]) for p in sorted(states) if p not in blamed)
         msg = (f"{_stopped_head(states, blamed)} ({'its' if n == 1 else 'their'} peers timed out waiting for "
                f"{'it' if n == 1 else 'them'}: {peers})")
-        return LaunchOutcome("failed", "timeout", msg, returncode=rc,
+        return LaunchOutcome(Outcome.FAILED, Failure.TIMEOUT, msg, returncode=rc,
                              log_tail=logs_tail(job_dir, set(blamed) | set(waited[:1])))
     if errors:
         out = reported(errors[0])
@@ -445,12 +446,12 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
         r = first(aborted)[0]
         st = states[r]
         how = _describe_exit(st["exit"]) if st["exit"] is not None else "aborted"
-        return LaunchOutcome("failed", "crash", f'rank {r} died ({how}): it timed out waiting for its peers in '
+        return LaunchOutcome(Outcome.FAILED, Failure.CRASH, f'rank {r} died ({how}): it timed out waiting for its peers in '
                              f'"{st["phase"]}" ({st["watchdog"]})' + others(r, False),
                              returncode=rc, log_tail=logs_tail(job_dir, {r}))
     missing = sorted(set(range(nproc)) - done)
     if rc == 0:
-        return LaunchOutcome("failed", "crash", f"every rank exited 0 but rank(s) {missing} never finished the "
+        return LaunchOutcome(Outcome.FAILED, Failure.CRASH, f"every rank exited 0 but rank(s) {missing} never finished the "
                              "protocol (exited early?)", returncode=rc, log_tail=logs_tail(job_dir))
-    return LaunchOutcome("failed", "crash", f"the job exited with {rc}; rank(s) {missing} did not finish",
+    return LaunchOutcome(Outcome.FAILED, Failure.CRASH, f"the job exited with {rc}; rank(s) {missing} did not finish",
                          returncode=rc, log_tail=clean_log(launcher_log)[-TAIL_CHARS:] + logs_tail(job_dir))

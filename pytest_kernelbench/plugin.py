@@ -21,6 +21,7 @@ from .options import OPTIONS, Settings, help_text
 from .pkb import checkout as pkb_checkout
 from .pkb import pairing as pkb_pairing
 from .run import BenchRun, ReportWriter, identity, is_kb_nodeid, kb_home, resumed_records
+from .protocol import Failure, Outcome
 from .session import base_record, new_run_id
 from .launch import registry
 from .spec import hardware
@@ -315,11 +316,11 @@ class BrokenProblem(pytest.Item):
 
     def runtest(self):
         rec = base_record(None, None, self.nodeid)
-        rec.update(outcome="error", failure="invalid_problem", message=self.error)
+        rec.end(Outcome.ERROR, Failure.INVALID_PROBLEM, self.error)
         self.stash[RECORDS] = [rec]
         raise ProblemError(self.path, self.error)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         return self.error
 
     def reportinfo(self):
@@ -356,9 +357,9 @@ class PkbReference(pytest.File):
 
 def _pkb_problems(config: pytest.Config) -> list:
     run = config.pluginmanager.get_plugin(RUN_PLUGIN)
-    settings = run.settings
-    if not settings.pkb:
+    if run is None or not run.settings.pkb:     # no run (the plugin inactive) or no --kb-pkb
         return []
+    settings = run.settings
     cache = run.rootdir / (settings.cache_dir or ".kb-cache")
     return pkb_checkout.load_problems(Path(settings.pkb), cache)
 

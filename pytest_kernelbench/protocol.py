@@ -31,19 +31,34 @@ MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
 GUARDED_ENV = (*MULTICAST_OFF, "CUDA_VISIBLE_DEVICES")
 
 
-class Outcome(str, enum.Enum):
+class Outcome(enum.StrEnum):
+    """An item's outcome. StrEnum: a member is its value in str(), f-strings, JSON and comparisons."""
     PASSED = "passed"
     FAILED = "failed"       # the candidate's doing: one Failure category
     ERROR = "error"         # no result, for a reason that is not the candidate's (still counted)
     SKIPPED = "skipped"     # cannot run here; counted apart, with its reason
 
 
+# outcomes whose items count in every rate (skipped items are counted apart)
+COUNTED = (Outcome.PASSED, Outcome.FAILED, Outcome.ERROR)
+
+
+class Tier(enum.StrEnum):
+    """The speed verdict of a passed item."""
+    BETTER = "better"
+    ON_PAR = "on_par"
+    DEGRADED = "degraded"
+    SEVERELY_DEGRADED = "severely_degraded"
+
+
 # speed verdict tiers: (name, lowest speedup of the tier), best first; a score whose noise band
 # holds 1.0 is on_par whatever its value (metrics.verdict)
-TIERS = (("better", 1.20), ("on_par", 0.95), ("degraded", 0.60), ("severely_degraded", 0.0))
+TIERS = ((Tier.BETTER, 1.20), (Tier.ON_PAR, 0.95), (Tier.DEGRADED, 0.60), (Tier.SEVERELY_DEGRADED, 0.0))
+SLOW_TIERS = frozenset({Tier.DEGRADED, Tier.SEVERELY_DEGRADED})
+GOOD_TIERS = frozenset({Tier.BETTER, Tier.ON_PAR})
 
 
-def tier(score: float | None) -> str | None:
+def tier(score: float | None) -> Tier | None:
     if score is None:
         return None
     for name, lower in TIERS:
@@ -52,7 +67,8 @@ def tier(score: float | None) -> str | None:
     return TIERS[-1][0]
 
 
-class Failure(str, enum.Enum):
+class Failure(enum.StrEnum):
+    """An item's failure category (outcome failed: the candidate's; outcome error: not its own)."""
     # the candidate's
     NO_CODE = "no_code"
     COMPILE_ERROR = "compile_error"
@@ -71,8 +87,16 @@ class Failure(str, enum.Enum):
     HARNESS_ERROR = "harness_error"
 
 
-CANDIDATE_FAILURES = tuple(f.value for f in Failure if f not in (Failure.API_ERROR, Failure.INVALID_PROBLEM,
-                                                                     Failure.HARNESS_ERROR))
+NOT_THE_CANDIDATES = frozenset({Failure.API_ERROR, Failure.INVALID_PROBLEM, Failure.HARNESS_ERROR})
+CANDIDATE_FAILURES = tuple(f for f in Failure if f not in NOT_THE_CANDIDATES)
+# the categories whose job log tail says why (the candidate's own prints and stack): shown in the
+# pytest failure text and in the model's feedback
+SHOWS_LOG_TAIL = frozenset({Failure.CRASH, Failure.RUNTIME_ERROR, Failure.COMPILE_ERROR, Failure.TIMEOUT})
+
+
+def outcome_of(category: str) -> Outcome:
+    """The outcome a failure category gives: failed when it is the candidate's doing, else error."""
+    return Outcome.FAILED if category in CANDIDATE_FAILURES else Outcome.ERROR
 
 # Rules stricter than ParallelKernelBench's own check (allclose after a cast to float, dtype and
 # barriers free): a failure message caused only by one of them ends with "(rule: <name>)", and
@@ -199,18 +223,33 @@ class JobLayout:
 
     SUBDIRS = ("hb", "logs", "error", "done")
 
+    TORCHRUN_LOG = "torchrun.log"      # torchrun's own output, under logs/
+
     def __init__(self, job_dir: str | os.PathLike[str]) -> None:
         self.dir = Path(job_dir)
         self.job = self.dir / "job.json"
         self.result = self.dir / "result.json"
         self.cwd = self.dir / "cwd"
         self.tmp = self.dir / "tmp"
-        self.logs = self.dir / "logs"
+        self.hb, self.logs, self.errors, self.marks = (self.dir / sub for sub in self.SUBDIRS)
         self.candidate = self.dir / "candidate"
         self.exits = self.logs / "exits.json"
+        self.torchrun_log = self.logs / self.TORCHRUN_LOG
+        self.secret = self.dir / "secret"     # an older launcher's key file: still refused to candidates
+
+    def subdirs(self) -> tuple[Path, ...]:
+        """The folders every checker makes (hb/, logs/, error/, done/)."""
+        return (self.hb, self.logs, self.errors, self.marks)
+
+    def control_dirs(self) -> tuple[Path, ...]:
+        """What the checkers write and the launcher trusts: no candidate may touch them."""
+        return (self.marks, self.errors, self.hb)
+
+    def control_files(self) -> tuple[Path, ...]:
+        return (self.job, self.result, self.secret)
 
     def heartbeat(self, rank: int) -> Path:
-        return self.dir / "hb" / f"rank{rank}"
+        return self.hb / f"rank{rank}"
 
     @staticmethod
     def control(token: str) -> str:
@@ -219,7 +258,7 @@ class JobLayout:
         return f"\0kb-control-{token}"
 
     def pids(self, rank: int) -> Path:
-        return self.dir / "hb" / f"pids{rank}"
+        return self.hb / f"pids{rank}"
 
     def log(self, rank: int) -> Path:
         return self.logs / f"rank{rank}.log"
@@ -231,10 +270,10 @@ class JobLayout:
         return self.dir / "scratch" / f"rank{rank}"
 
     def error(self, rank: int) -> Path:
-        return self.dir / "error" / f"rank{rank}.json"
+        return self.errors / f"rank{rank}.json"
 
     def done(self, rank: int) -> Path:
-        return self.dir / "done" / f"rank{rank}"
+        return self.marks / f"rank{rank}"
 
 
 def done_mark(key: str | None, token: str, rank: int, result_bytes: bytes = b"") -> str:
@@ -301,7 +340,7 @@ def child_pythonpath(env: Mapping[str, str] | None = None) -> str:
 # ---- inside a rank: the checker (trusted) and its candidate process (rank/) ---------------------
 # Typed messages over the socketpair between them (rank/channel.py frames them as JSON). What the
 # candidate process sends is never trusted: the checker reads outputs and inputs itself.
-class Isolation(str, enum.Enum):
+class Isolation(enum.StrEnum):
     """The protections in force in a candidate process, as the report names them."""
     PROCESS = "process"              # its own process: no harness, reference, secret or verdict in it
     CAPS = "caps"                    # every capability dropped, no_new_privs

@@ -25,6 +25,7 @@ from .fixtures import KB_PROBLEM, RECORDS, RUN_PLUGIN  # noqa: F401 (RUN_PLUGIN 
 from .options import Settings
 from .pkb import checkout as pkb_checkout
 from .pkb import pairing
+from .protocol import Failure, Outcome
 from .session import KBSession, base_record
 from .spec import hardware
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
     from .launch.base import Launcher
     from .report.diff import Comparison
+    from .report.record import ItemRecord
     from .spec.problem import Problem
 
 FIRST_BAD = pytest.StashKey[dict]()
@@ -136,7 +138,7 @@ class BenchRun:
             return
         if self.settings.resume:
             done = {r.get("nodeid") for r in resumed_records(self.settings.resume)[0]
-                    if r.get("outcome") in ("passed", "failed")}   # skipped, API-error items run again
+                    if r.get("outcome") in (Outcome.PASSED, Outcome.FAILED)}   # skipped, API-error items run again
             dropped = [i for i in items if i.nodeid in done]
             if dropped:
                 config.hook.pytest_deselected(items=dropped)
@@ -191,8 +193,8 @@ class BenchRun:
             if not records:
                 problem = item.stash.get(KB_PROBLEM, None)
                 records = [synthesized(item.nodeid, item.stash.get(FIRST_BAD, None), problem)]
-            # plain JSON types only: xdist ships the report to the controller
-            rep.kb_records = json.loads(json.dumps(records, default=str))
+            # the JSON boundary: plain JSON types only (xdist ships the report to the controller)
+            setattr(rep, "kb_records", json.loads(json.dumps([r.to_dict() for r in records], default=str)))  # noqa: B010 (pytest's reports take extra attributes; xdist ships them)
         return rep
 
 
@@ -334,20 +336,20 @@ def _short(rep: pytest.TestReport, lines: int = 12) -> str:
     return "\n".join(kept[-lines:])
 
 
-def synthesized(nodeid: str, bad: dict | None, problem: Problem | None = None) -> dict:
+def synthesized(nodeid: str, bad: dict | None, problem: Problem | None = None) -> ItemRecord:
     """The record of an item that ended without one: skipped with its reason, or an error (an
     exception outside the candidate's job: a fixture, the harness, pytest-timeout, a dead worker)
     that still counts in every rate."""
     rec = base_record(problem, None, nodeid)
     bad = bad or {"when": "call", "skipped": False, "text": "the item ended without a result"}
     if bad.get("skipped"):
-        rec.update(outcome="skipped", message=bad["text"])
+        rec.end(Outcome.SKIPPED, message=bad["text"])
     elif bad.get("invalid"):
-        rec.update(outcome="error", failure="invalid_problem", message=bad["text"])
+        rec.end(Outcome.ERROR, Failure.INVALID_PROBLEM, bad["text"])
     elif bad.get("timeout"):
-        rec.update(outcome="failed", failure="timeout", message=f"pytest-timeout fired: {bad['text']}")
+        rec.end(Outcome.FAILED, Failure.TIMEOUT, f"pytest-timeout fired: {bad['text']}")
     elif bad.get("crash"):
-        rec.update(outcome="error", failure="harness_error", message=f"the process running the item died: {bad['text']}")
+        rec.end(Outcome.ERROR, Failure.HARNESS_ERROR, f"the process running the item died: {bad['text']}")
     else:
-        rec.update(outcome="error", failure="harness_error", message=f"{bad['when']}: {bad['text']}")
+        rec.end(Outcome.ERROR, Failure.HARNESS_ERROR, f"{bad['when']}: {bad['text']}")
     return rec

@@ -26,7 +26,8 @@ from .metrics import roofline
 from .options import DEFAULT_TIMEOUT_S, Settings, per_item
 from .outcome import LaunchOutcome, judge
 from .pkb.checkout import is_pkb
-from .protocol import JobLayout, JobSpec, TimingSpec, rule_of
+from .protocol import Failure, JobLayout, JobSpec, Outcome, TimingSpec, rule_of
+from .report.record import ItemRecord
 from .spec import hardware
 from .spec.problem import Placement, size_names
 
@@ -156,10 +157,13 @@ class KBSession:
         s = self.settings
         folder = JobLayout(job_dir).candidate
         folder.mkdir(parents=True, exist_ok=True)
-        cand_path = folder / (problem.template if native else "solution.py")
-        cand_path.write_text(native.source if native else candidate.source)
+        source = native.source if native else candidate.source
+        if source is None or (native and native.lib is None):     # run_item ends such items before
+            raise ValueError(f"{problem.id}: nothing to run (no candidate source or no built library)")
+        cand_path = folder / (problem.template_path.name if native else "solution.py")
+        cand_path.write_text(source)
         lib = glue = None
-        if native:
+        if native and native.lib:
             lib = folder / Path(native.lib).name
             shutil.copyfile(native.lib, lib)
             glue = folder / "glue.py"
@@ -181,28 +185,29 @@ class KBSession:
             builds=[str(builds), str(builds / "triton")] if builds else [])
 
     def run_item(self, problem: Problem, candidate: Candidate, placement: Placement, nodeid: str,
-                 sample: int | None = None) -> dict:
+                 sample: int | None = None) -> ItemRecord:
         record = base_record(problem, candidate, nodeid, sample)
-        record.update(device=placement.device, world_size=placement.world_size, **slurm_workers.where())
-        if candidate.failure:
-            category, message = candidate.failure
-            record.update(outcome="failed", failure=category, message=message)
+        record.device, record.world_size = placement.device, placement.world_size
+        record.host, record.slurm_step = slurm_workers.where()       # the node and Slurm step of this worker
+        if candidate.failure or candidate.source is None:
+            category, message = candidate.failure or (Failure.NO_CODE, f"{candidate.label}: no code")
+            record.end(Outcome.FAILED, category, message)
             return record
         kind = problem.kind_spec
         if not candidate.is_reference and kind.copies_detectable and \
                 copies.is_reference_copy(candidate.source, problem.reference_path.read_text()):
-            record.update(outcome="failed", failure="reference_copy", message=copies.MESSAGE)
+            record.end(Outcome.FAILED, Failure.REFERENCE_COPY, copies.MESSAGE)
             return record
         if not self.settings.allow_multicast and not candidate.is_reference:
             # refused before launch: it never runs here (a native candidate is C/C++/CUDA)
             found = safety.scan(candidate.source, kind.language)
             if found:
-                record.update(outcome="failed", failure="unsafe", message=found)
+                record.end(Outcome.FAILED, Failure.UNSAFE, found)
                 return record
-        record["metric"] = problem.metric
+        record.metric = problem.metric
         native = None
         if kind.built and not candidate.is_reference:
-            native = self.prepare_native(problem, candidate, record)
+            native = self.prepare_native(problem, candidate.source, record)
             if native is None:
                 return record
         slug = re.sub(r"[^A-Za-z0-9]+", "-", problem.id) + (f"-s{sample}" if sample is not None else "")
@@ -214,65 +219,74 @@ class KBSession:
             kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout, launcher=self.launcher,
                           compile_timeout_s=self.settings.compile_timeout, extensions_dir=str(builds))
             if placement.device == "cuda" and self.launcher.local_gpus:    # else its scheduler gives the GPUs
-                assert self.pool is not None
-                with self.pool.lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
+                with self.gpu_pool().lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
                     facts = launch.run_job(job_dir, job, cuda_devices=lease["gpus"], **kwargs)
-                record.update(gpus=lease["gpus"], concurrent_with=lease["concurrent_with"])
+                record.gpus, record.concurrent_with = lease["gpus"], lease["concurrent_with"]
             else:
                 facts = launch.run_job(job_dir, job, **kwargs)
-        record.update(step_facts(job_dir))      # a Slurm step: which step ran the item, each rank's node
+        step = step_facts(job_dir)       # a Slurm step: which step ran the item, each rank's node
+        if step:
+            record.slurm_step, record.hosts = step["slurm_step"], step["hosts"]
         self.fill(record, judge(facts), placement)
-        metrics.annotate_metric(record.get("sizes") or [], problem.metric)
-        record["job_dir"] = str(job_dir)
-        if record["outcome"] == "passed" and not self.settings.keep_jobs:
+        metrics.annotate_metric(record.sizes, problem.metric)
+        record.job_dir = str(job_dir)
+        if record.outcome == Outcome.PASSED and not self.settings.keep_jobs:
             launch.remove_job_dir(job_dir)
-            record["job_dir"] = None
+            record.job_dir = None
         return record
 
-    def prepare_native(self, problem: Problem, candidate: Candidate, record: dict) -> Prepared | None:
+    def gpu_pool(self) -> GpuPool:
+        if self.pool is None:
+            raise RuntimeError("a CUDA item, but this machine has no GPU to lease")
+        return self.pool
+
+    def prepare_native(self, problem: Problem, source: str, record: ItemRecord) -> Prepared | None:
         """Splice, scan and build a native candidate before launch (the build is not on the item's
         deadline: its time goes to record["build"]). None when the item ends here (record filled)."""
         from .native import prepare
-        prep = prepare(problem, candidate.source, Path(self.native_dir), self.settings.compile_timeout)
-        record["build"] = prep.build or None
+        prep = prepare(problem, source, Path(self.native_dir), self.settings.compile_timeout)
+        record.build = prep.build or None
         if prep.error:
-            record.update(outcome="error", failure="harness_error", message=prep.error)
+            record.end(Outcome.ERROR, Failure.HARNESS_ERROR, prep.error)
         elif prep.failure:
-            record.update(outcome="failed", failure=prep.failure[0], message=prep.failure[1])
+            record.end(Outcome.FAILED, *prep.failure)
         else:
             return prep
         return None
 
-    def fill(self, record: dict, outcome: LaunchOutcome, placement: Placement) -> None:
+    def fill(self, record: ItemRecord, outcome: LaunchOutcome, placement: Placement) -> None:
         result = outcome.result or {}
         sizes = result.get("sizes") or []
-        record.update(outcome=outcome.status, failure=outcome.category, message=outcome.message,
-                      wall_s=outcome.wall_s, compile_s=outcome.compile_s, sizes=sizes,
-                      phases_s=result.get("phases_s"), warnings=(result.get("warnings") or []) + outcome.warnings,
-                      isolation=result.get("isolation"),
-                      killed_strays=outcome.killed, log_tail=outcome.log_tail or None,
-                      rank_phases=outcome.rank_phases if outcome.category == "timeout" else None)
-        if rule_of(outcome.message) and outcome.status == "failed":
-            record["rule"] = rule_of(outcome.message)    # failed only by a rule stricter than PKB's (protocol.RULES)
+        record.outcome, record.failure, record.message = outcome.status, outcome.category, outcome.message
+        record.wall_s, record.compile_s, record.sizes = outcome.wall_s, outcome.compile_s, sizes
+        record.phases_s = result.get("phases_s")
+        record.warnings = (result.get("warnings") or []) + outcome.warnings
+        record.isolation = result.get("isolation")
+        record.killed_strays, record.log_tail = outcome.killed, outcome.log_tail or None
+        record.rank_phases = outcome.rank_phases if outcome.category == Failure.TIMEOUT else None
+        if rule_of(outcome.message) and outcome.status == Outcome.FAILED:
+            record.rule = rule_of(outcome.message)
         ceilings = self.machine.get("ceilings") if placement.device == "cuda" else {}
-        record.update(roofline.annotate(sizes, ceilings or {}))
+        roof = roofline.annotate(sizes, ceilings or {})
+        record.roofline, record.suspect = roof["roofline"], roof["suspect"]
         if placement.device != "cuda":
             # gloo on a CPU: the times exercise the protocol; a ratio of them is not a speed
             for s in sizes:
                 if s.get("speedup") is not None:
                     s["cpu_time_ratio"], s["speedup"], s["band"] = s["speedup"], None, None
                     s.pop("speedup_of_medians", None)
-            record["speed"] = "cpu: not a speed"
+            record.speed = "cpu: not a speed"
         else:
             band = metrics.item_band(sizes)
-            record["band"] = list(band) if band else None
-        if outcome.status == "passed":
-            record["score"] = metrics.item_score(sizes)
-            record["verdict"] = metrics.verdict(record["score"], record.get("band"))
+            record.band = list(band) if band else None
+        if outcome.status == Outcome.PASSED:
+            record.score = metrics.item_score(sizes)
+            # a CPU item has no band key: verdict() sees None, as record.get("band") gave
+            record.verdict = metrics.verdict(record.score, record.band)
         timed = sum(t * tm.get("iters", 0) for s in sizes for tm in (s.get("timing") or {}).values()
                     if isinstance(tm, dict) for t in tm.get("rounds_s", []))
-        record["timed_s"] = timed
-        record["overhead_s"] = max(0.0, outcome.wall_s - timed)
+        record.timed_s = timed
+        record.overhead_s = max(0.0, outcome.wall_s - timed)
 
 
 @contextmanager
@@ -290,17 +304,15 @@ def build_folder(root: Path, source: str) -> Iterator[Path]:
         yield folder
 
 
-def base_record(problem: Problem | None, candidate: Candidate | None, nodeid: str, sample: int | None = None) -> dict:
-    """The one builder of an item record's identity. Without a loaded problem (a problem.yaml that
-    does not load, a worker that died) the id comes from the node id and the rest stays empty."""
+def base_record(problem: Problem | None, candidate: Candidate | None, nodeid: str, sample: int | None = None) -> ItemRecord:
+    """The one builder of an item record (its identity). Without a loaded problem (a problem.yaml
+    that does not load, a worker that died) the id comes from the node id and the rest stays empty."""
     if problem is None:
         pid = nodeid.partition("::test_problem[")[2].rstrip("]")
-        return {"nodeid": nodeid, "problem": pid, "title": None, "category": pid.split("/")[0],
-                "parallelism": [], "difficulty": None, "libraries": [], "sample": sample, "candidate": None}
-    return {
-        "nodeid": nodeid, "problem": problem.id, "title": problem.title, "category": problem.category,
-        "parallelism": list(problem.parallelism), "difficulty": problem.difficulty,
-        "libraries": list(problem.libraries), "sample": sample,
-        "candidate": candidate.record() if candidate else None,
-        "family": problem.family, "unscored": problem.unscored,     # metrics: family weights, speed aggregates
-    }
+        return ItemRecord(nodeid, pid, category=pid.split("/")[0], sample=sample)
+    rec = ItemRecord(nodeid, problem.id, title=problem.title, category=problem.category,
+                     parallelism=list(problem.parallelism), difficulty=problem.difficulty,
+                     libraries=list(problem.libraries), sample=sample,
+                     candidate=candidate.record() if candidate else None)
+    rec.family, rec.unscored = problem.family, problem.unscored     # metrics: family weights, speed aggregates
+    return rec

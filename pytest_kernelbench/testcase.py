@@ -8,10 +8,12 @@ import pytest
 
 from .candidates import Candidate
 from .fixtures import emit
+from .protocol import SHOWS_LOG_TAIL, Failure, Outcome
 from .session import base_record
 
 if TYPE_CHECKING:
     from .candidates.llm import ModelSource
+    from .report.record import ItemRecord
     from .session import KBSession
     from .spec.problem import Placement, Problem
 
@@ -22,14 +24,14 @@ def test_problem(request: pytest.FixtureRequest, kb_session: KBSession, kb_probl
         return _run_model(request, kb_session, kb_problem, kb_placement, kb_candidate)
     record = kb_session.run_item(kb_problem, kb_candidate, kb_placement, request.node.nodeid)
     emit(request.node, record)
-    if record["outcome"] != "passed":
+    if record.outcome != Outcome.PASSED:
         pytest.fail(failure_text(record), pytrace=False)
 
 
-def failure_text(rec: dict) -> str:
-    text = f"{rec.get('failure')}: {rec.get('message')}"
-    if rec.get("log_tail") and rec.get("failure") in ("crash", "runtime_error", "timeout"):
-        text += f"\n{rec['log_tail'][-2000:]}"
+def failure_text(rec: ItemRecord) -> str:
+    text = f"{rec.failure}: {rec.message}"
+    if rec.log_tail and rec.failure in SHOWS_LOG_TAIL:
+        text += f"\n{rec.log_tail[-2000:]}"
     return text
 
 
@@ -43,14 +45,16 @@ def _run_model(request: pytest.FixtureRequest, session: KBSession, problem: Prob
     from .candidates import llm, prompt
     s = session.settings
     nodeid = request.node.nodeid
-    finals = []
+    finals: list[ItemRecord] = []
 
-    def emit_(rec: dict) -> None:
+    def emit_(rec: ItemRecord) -> None:
         emit(request.node, rec)
     for k in range(s.samples):
         sample = k if s.samples > 1 else None
         history: list[llm.Round]
-        rounds, calls, history, stopped = [], [], [], None
+        rounds: list[ItemRecord] = []
+        calls: list[dict] = []
+        history, stopped = [], None
         for r in range(1, s.rounds + 1):
             try:
                 cand, answer, call = source.generate(k, r, history)
@@ -59,68 +63,71 @@ def _run_model(request: pytest.FixtureRequest, session: KBSession, problem: Prob
                 break
             except llm.ApiFailure as e:
                 rec = base_record(problem, None, nodeid, sample)
-                rec.update(device=placement.device, world_size=placement.world_size, outcome="error",
-                           failure="api_error", message=e.message, round=r,
-                           llm={"model": s.model, "sample": k, "round": r, **e.info})
+                rec.device, rec.world_size = placement.device, placement.world_size
+                rec.end(Outcome.ERROR, Failure.API_ERROR, e.message)
+                rec.round, rec.llm = r, {"model": s.model, "sample": k, "round": r, **e.info}
                 rounds.append(rec)
                 emit_(rec)
                 stopped = e.message
                 break
             calls.append(call)
             rec = session.run_item(problem, cand, placement, nodeid, sample)
-            rec.update(round=r, llm=call)
+            rec.round, rec.llm = r, call
             rounds.append(rec)
             emit_(rec)
-            if not prompt.needs_refinement(rec, placement.device):
+            # the model's feedback reads the record as the report has it
+            if not prompt.needs_refinement(rec.to_dict(), placement.device):
                 break
-            history.append(llm.Round(cand, answer, rec))
+            history.append(llm.Round(cand, answer, rec.to_dict()))
         if not rounds:
             rec = base_record(problem, None, nodeid, sample)
-            rec.update(device=placement.device, world_size=placement.world_size, outcome="skipped", message=stopped)
+            rec.device, rec.world_size = placement.device, placement.world_size
+            rec.end(Outcome.SKIPPED, message=stopped)
             finals.append(rec)
             emit_(rec)
             continue
         best = _best_round(rounds)
         for rec in rounds:
-            rec["best"] = rec is best
-            rec["cost"] = None
-        best["cost"] = llm.cost_of(calls)
-        best["rounds"] = [_round_summary(rec) for rec in rounds]
-        if stopped and rounds[-1].get("outcome") != "error":
-            best["refinement_stopped"] = stopped
+            rec.best = rec is best
+            rec.cost = None
+        best.cost = llm.cost_of(calls)
+        best.rounds = [_round_summary(rec) for rec in rounds]
+        if stopped and rounds[-1].outcome != Outcome.ERROR:
+            best.refinement_stopped = stopped
         finals.append(best)
     _verdict(finals)
 
 
-def _best_round(rounds: list[dict]) -> dict:
-    passed = [r for r in rounds if r.get("outcome") == "passed"]
+def _best_round(rounds: list[ItemRecord]) -> ItemRecord:
+    passed = [r for r in rounds if r.outcome == Outcome.PASSED]
     if passed:
-        return max(passed, key=lambda r: (r.get("score") or 0.0, -r["round"]))
-    failed = [r for r in rounds if r.get("outcome") == "failed"]
+        return max(passed, key=lambda r: (r.score or 0.0, -(r.round or 0)))
+    failed = [r for r in rounds if r.outcome == Outcome.FAILED]
     return (failed or rounds)[-1]
 
 
-def _round_summary(rec: dict) -> dict:
-    call = rec.get("llm") or {}
-    return {"round": rec.get("round"), "outcome": rec.get("outcome"), "failure": rec.get("failure"),
-            "message": (rec.get("message") or "")[:300], "score": rec.get("score"),
-            "candidate_sha256": (rec.get("candidate") or {}).get("sha256"), "cached": call.get("cached")}
+def _round_summary(rec: ItemRecord) -> dict:
+    call = rec.llm or {}
+    return {"round": rec.round, "outcome": rec.outcome, "failure": rec.failure,
+            "message": (rec.message or "")[:300], "score": rec.score,
+            "candidate_sha256": (rec.candidate or {}).get("sha256"), "cached": call.get("cached")}
 
 
-def _verdict(finals: list[dict]):
-    done = [f for f in finals if f.get("outcome") != "skipped"]
+def _verdict(finals: list[ItemRecord]) -> None:
+    done = [f for f in finals if f.outcome != Outcome.SKIPPED]
     if not done:
-        pytest.skip(finals[0].get("message") or "skipped")
-    bad = [f for f in done if f.get("outcome") != "passed"]
+        pytest.skip(finals[0].message or Outcome.SKIPPED)
+    bad = [f for f in done if f.outcome != Outcome.PASSED]
     if not bad:
         return
-    def text(rec: dict) -> str:
+
+    def text(rec: ItemRecord) -> str:
         t = failure_text(rec)
-        if len(rec.get("rounds") or []) > 1:
-            t = f"(best of {len(rec['rounds'])} rounds: round {rec['round']}) {t}"
+        if len(rec.rounds or []) > 1:
+            t = f"(best of {len(rec.rounds or [])} rounds: round {rec.round}) {t}"
         return t
     if len(finals) == 1:
         pytest.fail(text(bad[0]), pytrace=False)
     lines = [f"{len(bad)} of {len(finals)} samples did not pass:"]
-    lines += [f"sample {f.get('sample')}: {text(f)}" for f in bad]
+    lines += [f"sample {f.sample}: {text(f)}" for f in bad]
     pytest.fail("\n".join(lines), pytrace=False)

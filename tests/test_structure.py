@@ -67,14 +67,12 @@ def test_ci_runs_both_readme_commands_each_in_a_fresh_venv():
 
 
 # ---- lint and types: part of the test command, so CI enforces them ------------------------------
-TYPED = ["pytest_kernelbench/protocol.py", "pytest_kernelbench/metrics/__init__.py", "pytest_kernelbench/report/__init__.py",
-         "pytest_kernelbench/spec/problem.py", "pytest_kernelbench/outcome.py", "pytest_kernelbench/launch/__init__.py",
-         "pytest_kernelbench/spec/shapes.py", "pytest_kernelbench/procs.py", "pytest_kernelbench/harnesslib.py",
-         "pytest_kernelbench/candidates/cache.py", "pytest_kernelbench/candidates/prompt.py", "pytest_kernelbench/fixtures.py",
-         "pytest_kernelbench/testcase.py", "pytest_kernelbench/metrics/calibrate.py", "pytest_kernelbench/native/scan.py",
-         "pytest_kernelbench/cli/main.py", "pytest_kernelbench/cli/plots.py", "pytest_kernelbench/launch/fork.py",
-         "pytest_kernelbench/metrics/roofline.py", "pytest_kernelbench/launch/keyservice.py", "pytest_kernelbench/candidates/copies.py",
-         *sorted(str(p.relative_to(REPO)) for p in (REPO / "pytest_kernelbench" / "rank").glob("*.py"))]
+# mypy checks every module of the package; PENDING: modules another helper is rewriting, with
+# errors the lead fixes on merging (then this is empty). templates/ is text shown to models
+# (its bytes are in the prompts and their digests), not code of the package.
+PENDING: set[str] = set()
+TYPED = sorted(str(p.relative_to(REPO)) for p in (REPO / "pytest_kernelbench").rglob("*.py")
+               if str(p.relative_to(REPO)) not in PENDING and p.parent.name != "templates")
 
 
 def _tool(module: str, *args) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from ..protocol import tier
+from ..protocol import SHOWS_LOG_TAIL, SLOW_TIERS, Outcome, tier
 
 EXCERPT_LINES = 30         # lines of a failure message shown to the model
 EXCERPT_CHARS = 2500       # and characters
@@ -119,7 +119,7 @@ def slower(record: dict) -> bool:
     band = record.get("band")
     if band and band[1] is not None:
         return band[1] < 1.0
-    return (record.get("verdict") or tier(score)) in ("degraded", "severely_degraded")
+    return (record.get("verdict") or tier(score)) in SLOW_TIERS
 
 
 def speed_text(record: dict) -> str:
@@ -167,8 +167,8 @@ def _t(seconds: float) -> str:
 def needs_refinement(record: dict, device: str) -> bool:
     """A round is refined when it failed, or passed measurably slower than the reference on a GPU
     (CPU times are gloo, not speed, so a passing CPU round is final)."""
-    if record.get("outcome") != "passed":
-        return record.get("outcome") == "failed"
+    if record.get("outcome") != Outcome.PASSED:
+        return record.get("outcome") == Outcome.FAILED
     return device == "cuda" and slower(record)
 
 
@@ -181,7 +181,7 @@ def body(record: dict, harness_text: str = "") -> tuple[str, str]:
     """(the cause, the evidence) of one round's record, cleaned and redacted."""
     outcome, failure = record.get("outcome"), record.get("failure")
     parts = []
-    if outcome == "passed":
+    if outcome == Outcome.PASSED:
         head = f"Correct at every size and trial, at {speed_text(record)}."
     else:
         cause, rest, others = lead(clean(record.get("message") or ""), failure)
@@ -195,10 +195,10 @@ def body(record: dict, harness_text: str = "") -> tuple[str, str]:
                 label, label[0].upper() + label[1:])
             parts.append(f"{title}:\n```\n" + clip(text.strip(), 8, 800) + "\n```")
     if cut_off(record):
-        why = f", which is why it failed ({failure})" if outcome != "passed" else ""
+        why = f", which is why it failed ({failure})" if outcome != Outcome.PASSED else ""
         head = CUT_OFF.format(why=why) + "\n\n" + head
     tail = record.get("log_tail")
-    if tail and failure in ("crash", "runtime_error", "compile_error", "timeout"):
+    if tail and failure in SHOWS_LOG_TAIL:
         lines = [ln for ln in clean(tail).splitlines() if ln.strip()]
         if lines:
             parts.append("Last lines of the job's log:\n```\n" + clip("\n".join(lines[-LOG_LINES:]), LOG_LINES,
@@ -215,7 +215,7 @@ def body(record: dict, harness_text: str = "") -> tuple[str, str]:
 
 
 def goal(record: dict) -> str:
-    if record.get("outcome") == "passed":
+    if record.get("outcome") == Outcome.PASSED:
         return "keep it correct and make it faster than the reference."
     if cut_off(record):
         return "a shorter module that is complete (the module must be correct at every size, trial and rank)."

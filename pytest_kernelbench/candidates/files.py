@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from ..pkb.checkout import candidate_file as pkb_candidate_file
 from ..pkb.checkout import is_pkb, reference_origin
+from ..protocol import Failure
 from . import Candidate
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def from_directory(problem: Problem, directory: Path, pkb_backend: str = "cuda")
     if not path.is_file():
         # a failure of this candidate set (no_code), counted like any other, never an error
         return Candidate("dir", label, None, origin=origin, failure=(
-            "no_code", f"{origin}: no candidate for {problem.id} in --kb-solutions={given} "
+            Failure.NO_CODE, f"{origin}: no candidate for {problem.id} in --kb-solutions={given} "
                        f"(expected {expected})"))
     source = path.read_text()
     return Candidate("dir", label, source, origin=origin, meta=meta,
@@ -84,9 +85,9 @@ def python_syntax(source: str, path: Path | str) -> tuple[str, str] | None:
     except SyntaxError as e:
         where = f"{path}:{e.lineno}" + (f":{e.offset}" if e.offset else "")
         line = f"\n    {e.text.rstrip()}" if e.text and e.text.strip() else ""
-        return ("compile_error", f"{where}: {type(e).__name__}: {e.msg}{line}")
+        return (Failure.COMPILE_ERROR, f"{where}: {type(e).__name__}: {e.msg}{line}")
     except (ValueError, RecursionError, MemoryError) as e:     # null bytes, nesting too deep
-        return ("compile_error", f"{path}: {type(e).__name__}: {e}")
+        return (Failure.COMPILE_ERROR, f"{path}: {type(e).__name__}: {e}")
     return None
 
 
@@ -97,5 +98,7 @@ def choose(problem: Problem, device: str, mode_value: str, solutions_dir: str | 
     if mode == "reference":
         return reference(problem)
     if mode == "shipped":
-        return shipped(problem, device, name, strict=True)
+        found = shipped(problem, device, name, strict=True)
+        assert found is not None, "strict: shipped() raises NoCandidate rather than return None"
+        return found
     return shipped(problem, device, None, strict=False) or reference(problem)

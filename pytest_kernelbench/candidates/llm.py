@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
-from ..protocol import atomic_write
+from ..protocol import Failure, atomic_write
 from ..spec import shapes
 from . import Candidate, prompt
 from .cache import GenerationCache
@@ -172,7 +172,7 @@ class Ledger:
         if self.max_cost is not None and data.get("usd", 0.0) >= self.max_cost:
             raise Skipped(f"budget spent: ${data.get('usd', 0.0):.4f} of --kb-max-cost=${self.max_cost:g}")
 
-    def charge(self, usd: float | None, prompt_tokens: int, completion_tokens: int):
+    def charge(self, usd: float | None, prompt_tokens: int | None, completion_tokens: int | None) -> None:
         with self.update() as data:
             data["calls"] = data.get("calls", 0) + 1
             data["prompt_tokens"] = data.get("prompt_tokens", 0) + (prompt_tokens or 0)
@@ -289,7 +289,7 @@ class ModelSource:
             note = " (the answer hit the token limit)" if entry.get("finish_reason") == "length" else ""
             start = " ".join(answer.split())[:160]
             cand = Candidate("llm", label, None, origin=call["answer_file"], meta=meta,
-                             failure=("no_code", f"{how_found}{note}; it begins: {start!r}"))
+                             failure=(Failure.NO_CODE, f"{how_found}{note}; it begins: {start!r}"))
         else:
             path = self._file("candidates", stem, self.suffix, source)
             bad = None if self.native else python_syntax(source, path)
@@ -323,7 +323,7 @@ class ModelSource:
                                "after_s": round(time.monotonic() - t0, 3)})
                 info = {"attempts": attempt + 1, "errors": errors}
                 if status in FATAL_STATUS or CREDENTIALS.search(line):
-                    what = FATAL_STATUS.get(status, "authentication failed") + (f" (HTTP {status})" if status else "")
+                    what = FATAL_STATUS.get(status or 0, "authentication failed") + (f" (HTTP {status})" if status else "")
                     self.ledger.mark_fatal(self.model, what)
                     raise ApiFailure(
                         f"{self.model}: {what}: {line}. Check the provider's API key (e.g. OPENAI_API_KEY, "

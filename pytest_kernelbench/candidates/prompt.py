@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..native.prompt import native_task_text
 from ..spec.kinds import REWRITE
+from ..protocol import Failure
 from .feedback import HIDDEN_LINE, body, goal, harness_lines, needs_refinement, redact
 from .sections import (  # noqa: F401 (callers')
     PRIMITIVES_EXAMPLE,
@@ -77,7 +78,7 @@ def refine_messages(first: list[dict], history: list[tuple[str, dict]], harness_
     rounds: how many rounds the run allows (said in every feedback)."""
     out = list(first)
     for i, (code, record) in enumerate(history, start=1):
-        if record.get("failure") == "no_code":     # the answer itself (clipped): there was no code
+        if record.get("failure") == Failure.NO_CODE:     # the answer itself (clipped): there was no code
             content = (code or "").strip() or "(an empty answer)"
         else:
             content = f"```{lang_of(native)}\n{(code or '').strip()}\n```"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .. import report
 from ..candidates import prompt as kb_prompt
+from ..protocol import Outcome
 from ..report import reading as reports
 
 ROLE = re.compile(r"^<!-- (system|user|assistant) -->\n", re.M)
@@ -128,7 +129,7 @@ def rows(paths: list, problems: Path | None = None) -> list[dict]:
         doc, recs = attempts(Path(path))
         run_dir = Path(path).with_suffix("")
         for rec in recs:
-            if rec.get("outcome") == "skipped":
+            if rec.get("outcome") == Outcome.SKIPPED:
                 continue                    # nothing was attempted
             hp = problems / str(rec.get("problem")) / "harness.py"
             harness = hp.read_text(encoding="utf-8") if hp.is_file() else None

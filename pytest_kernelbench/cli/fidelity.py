@@ -18,6 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..protocol import Outcome
+
 LARGE_BYTES = 134217728 * 2       # the large size of all_reduce: 128 Mi bf16 elements per rank
 
 
@@ -100,7 +102,7 @@ def spread(docs: list[dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for run, doc in enumerate(docs):
         for item in doc.get("items", []):
-            if item.get("outcome") != "passed":
+            if item.get("outcome") != Outcome.PASSED:
                 continue
             for s in item.get("sizes") or []:
                 x = s.get("speedup")

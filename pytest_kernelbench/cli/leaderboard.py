@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import metrics
+from ..protocol import Outcome
 from ..report.reading import Board, Entry
 from ..spec.problem import DIFFICULTIES
 
@@ -134,7 +135,7 @@ def speed_table(scores: list[Score]) -> Table:
                      pct(a.get("roofline_gm")), tier_cell, str(a.get("skipped", 0)), failures])
     return Table("Speed, verdict tiers and failures",
                  ["model / candidate", *(f"fast_{p:g}" for p in metrics.FAST_P), "fast_1@k", "roofline GM",
-                  "better / on_par / degraded / severe", "skipped", "failures"], rows,
+                  "better / on_par / degraded / severe", Outcome.SKIPPED, "failures"], rows,
                  "fast_p = passed items with score > p over counted items; roofline GM over passed items.",
                  key="speed")
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import statistics
 
+from ..protocol import Outcome
+
 HEADER = ("| problem | W | wall s | launch s | setup s | correctness s | timing s | timed GPU work s | "
           "overhead s |")
 
@@ -17,7 +19,7 @@ HEADER = ("| problem | W | wall s | launch s | setup s | correctness s | timing 
 def rows(doc: dict) -> list[tuple]:
     out = []
     for it in sorted(doc["items"], key=lambda i: i["problem"]):
-        if it.get("outcome") not in ("passed", "failed") or not it.get("phases_s"):
+        if it.get("outcome") not in (Outcome.PASSED, Outcome.FAILED) or not it.get("phases_s"):
             continue
         ph = it["phases_s"]
         setup = (ph.get("init_s") or 0) + (ph.get("import_s") or 0)

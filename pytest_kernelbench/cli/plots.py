@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import metrics
+from ..protocol import Outcome, Tier
 from .leaderboard import Score, tag_order
 
 if TYPE_CHECKING:
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 MISSING = "plots need matplotlib: pip install 'pytest-kernelbench[plot]'"
-TIER_COLORS = {"better": "#2ca02c", "on_par": "#1f77b4", "degraded": "#ff7f0e", "severely_degraded": "#d62728"}
+TIER_COLORS: dict[str, str] = {Tier.BETTER: "#2ca02c", Tier.ON_PAR: "#1f77b4", Tier.DEGRADED: "#ff7f0e",
+                               Tier.SEVERELY_DEGRADED: "#d62728"}
 DPI = 80          # small PNGs: they are committed and embedded in the page
 WIDE = 8.0        # inches: two of these side by side fit a 1400 px page
 NO_SPEED = "no entry measured speed (cpu: not a speed)"
@@ -144,7 +146,7 @@ def speedup_tiers(scores: list[Score]) -> tuple[Figure | None, str]:
     ax = fig.subplots()
     values = []
     for y, s in enumerate(reversed(timed)):
-        passed = sorted((i for i in s.entry.items if i.get("outcome") == "passed" and i.get("score")),
+        passed = sorted((i for i in s.entry.items if i.get("outcome") == Outcome.PASSED and i.get("score")),
                         key=lambda i: i["score"])
         for n, i in enumerate(passed):
             values.append(i["score"])
@@ -199,7 +201,7 @@ def roofline(scores: list[Score]) -> tuple[Figure | None, str]:
         for i in s.entry.items:
             fractions = i.get("roofline") or {}
             x, y = fractions.get("reference"), fractions.get("candidate")
-            if i.get("outcome") == "passed" and x and y:
+            if i.get("outcome") == Outcome.PASSED and x and y:
                 pts.append((float(x), float(y)))
         if pts:
             drawn.append((s, pts))

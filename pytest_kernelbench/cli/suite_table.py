@@ -7,6 +7,7 @@ first), then how far the exact copy's speedups stray from 1.00 per size.
 from __future__ import annotations
 
 from ..metrics import geomean
+from ..protocol import Outcome
 
 
 def _roof(size: dict) -> str:
@@ -20,7 +21,7 @@ def _roof(size: dict) -> str:
 
 
 def table(doc: dict) -> list[str]:
-    items = [it for it in doc["items"] if it.get("outcome") == "passed"]
+    items = [it for it in doc["items"] if it.get("outcome") == Outcome.PASSED]
     sizes = [s["name"] for s in items[0]["sizes"]] if items else []
     m = doc.get("machine") or {}
     lines = [f"{len(items)}/{len(doc['items'])} passed; machine: {m.get('gpu_model')} x"

@@ -109,7 +109,7 @@ def cap_logs(job_dir: Path, limit: int = LOG_LIMIT_BYTES) -> list[str]:
     """Keep each log under `limit` without stopping the writer: ranks append (O_APPEND), so a
     truncation just restarts the file; its first bytes are saved once as <log>.head."""
     cut = []
-    for log in (job_dir / "logs").glob("*.log"):
+    for log in JobLayout(job_dir).logs.glob("*.log"):
         try:
             if log.stat().st_size > limit:
                 head = log.with_suffix(".head")

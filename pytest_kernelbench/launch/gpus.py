@@ -101,7 +101,7 @@ class GpuPool:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no {n} free GPUs within {timeout_s:.0f} s")
             time.sleep(poll_s)
-        info = {"gpus": gpus, "concurrent_with": []}
+        info: dict[str, list] = {"gpus": gpus, "concurrent_with": []}     # concurrent_with: other items' ids
         try:
             yield info
         finally:

@@ -11,7 +11,7 @@ from ..protocol import SETUP_MARK, ExitFacts, JobLayout
 def read_heartbeats(job_dir: Path) -> dict[int, tuple[float, str]]:
     """rank -> (time of its last heartbeat, phase)."""
     beats = {}
-    for f in sorted((Path(job_dir) / "hb").glob("rank*")):
+    for f in sorted(JobLayout(job_dir).hb.glob("rank*")):
         if f.name[4:].isdigit():
             try:
                 text = f.read_text(errors="replace").strip()
@@ -28,7 +28,7 @@ def read_heartbeats(job_dir: Path) -> dict[int, tuple[float, str]]:
 def read_phases(job_dir: Path) -> dict[int, str]:
     """rank -> the phase of its last heartbeat."""
     phases = {}
-    for f in sorted((Path(job_dir) / "hb").glob("rank*")):
+    for f in sorted(JobLayout(job_dir).hb.glob("rank*")):
         if f.name[4:].isdigit():
             try:
                 text = f.read_text(errors="replace").strip()

@@ -80,12 +80,11 @@ def same_path_on_every_node(cwd: str, env: dict[str, str] | None = None) -> list
     return problems
 
 
-def where() -> dict[str, str | None]:
-    """Which node and Slurm step run this process (for the item's record)."""
+def where() -> tuple[str, str | None]:
+    """Which node and Slurm step run this process (for the item's record): (host, "<job>.<step>")."""
     import socket
     job, step = os.environ.get("SLURM_JOB_ID"), os.environ.get("SLURM_STEP_ID")
-    return {"host": os.environ.get("SLURMD_NODENAME") or socket.gethostname(),
-            "slurm_step": f"{job}.{step}" if job and step else None}
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname(), (f"{job}.{step}" if job and step else None)
 
 
 def cluster_layout(env: dict[str, str] | None = None) -> dict | None:

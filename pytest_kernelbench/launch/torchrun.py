@@ -17,7 +17,7 @@ from ..protocol import ExitFacts, JobLayout
 if TYPE_CHECKING:
     from ..options import Settings
 
-LOG = "torchrun.log"
+LOG = JobLayout.TORCHRUN_LOG
 
 # torchrun's failure summary: "  rank      : 1 (local_rank: 1)\n  exitcode  : 7 (pid: 123)"
 _RANK_EXIT = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*\d+\)\s*\n\s*exitcode\s*:\s*(-?\d+)", re.M)

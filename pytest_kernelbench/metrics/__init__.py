@@ -10,14 +10,12 @@ from collections.abc import Iterable, Sequence
 from math import comb
 from typing import Any
 
-from ..protocol import TIERS, Failure, Outcome, tier  # noqa: F401 (TIERS, tier: the tiers' one home)
+from ..protocol import COUNTED, GOOD_TIERS, TIERS, Failure, Outcome, Tier, tier  # noqa: F401 (their one home)
 from ..rank.stats import BAND_COVERAGE, median_band, paired_ratios, paired_speedup, size_band  # noqa: F401
 
-CATEGORIES = tuple(f.value for f in Failure)
+CATEGORIES = tuple(Failure)
 FAST_P = (0.0, 1.0, 1.5, 2.0)
 BREAKDOWNS = ("category", "parallelism", "difficulty", "libraries", "family")
-# outcomes that count in the denominator of every rate: everything selected that was not skipped
-COUNTED = (Outcome.PASSED.value, Outcome.FAILED.value, Outcome.ERROR.value)
 
 
 def geomean(xs: Iterable[Any]) -> float | None:
@@ -27,13 +25,13 @@ def geomean(xs: Iterable[Any]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
-def verdict(score: float | None, band: tuple | list | None = None) -> str | None:
+def verdict(score: float | None, band: tuple | list | None = None) -> Tier | None:
     """The tier of `score`, except that a score whose noise band holds 1.0 is on_par: the paired
     rounds cannot tell it from the reference. No score (CPU, timing off): no verdict."""
     if score is None:
         return None
     if band is not None and band[0] is not None and band[0] <= 1.0 <= band[1]:
-        return "on_par"
+        return Tier.ON_PAR
     return tier(score)
 
 
@@ -94,7 +92,7 @@ def pass_by_round(items: list[dict]) -> list[float]:
     for i in done:
         rounds = i.get("rounds") or [{"round": i.get("round") or 1, "outcome": i.get("outcome")}]
         last = max([last] + [r.get("round") or 1 for r in rounds])
-        passed = [r.get("round") or 1 for r in rounds if r.get("outcome") == "passed"]
+        passed = [r.get("round") or 1 for r in rounds if r.get("outcome") == Outcome.PASSED]
         first_pass.append(min(passed) if passed else None)
     return [sum(1 for f in first_pass if f is not None and f <= r) / len(done) for r in range(1, last + 1)]
 
@@ -130,7 +128,7 @@ def aggregate(items: list[dict]) -> dict:
     reference copy (failure reference_copy) is a counted failure like any other: never a pass."""
     done = _scored(items)
     total = len(done)
-    passed = [i for i in done if i["outcome"] == "passed"]
+    passed = [i for i in done if i["outcome"] == Outcome.PASSED]
     speed_done = speed_scored(done)
     speed_passed = speed_scored(passed)
     speed_total = len(speed_done)
@@ -147,21 +145,22 @@ def aggregate(items: list[dict]) -> dict:
     out = {
         "total": total,
         "passed": len(passed),
-        "failed": sum(1 for i in done if i["outcome"] == "failed"),
-        "errors": sum(1 for i in done if i["outcome"] == "error"),
-        "skipped": sum(1 for i in items if i.get("outcome") == "skipped"),
+        "failed": sum(1 for i in done if i["outcome"] == Outcome.FAILED),
+        "errors": sum(1 for i in done if i["outcome"] == Outcome.ERROR),
+        "skipped": sum(1 for i in items if i.get("outcome") == Outcome.SKIPPED),
         "pass_rate": len(passed) / total if total else None,
         "gm_speedup": gm if timed else None,
         "pass_x_gm": (len(speed_passed) / speed_total) * gm if speed and gm else None,
-        "pass_good": (tiers["on_par"] + tiers["better"]) / speed_total if speed else None,
+        "pass_good": sum(tiers[t] for t in GOOD_TIERS) / speed_total if speed else None,
         # KernelBench's fast_1 (correct and faster than the reference), published beside Pass x GM
         "fast_1": fast["1.0"],
         "tiers": dict(tiers),
         "fast_p": fast,
         "unscored": total - speed_total,
-        "reference_copies": sum(1 for i in done if i.get("failure") == Failure.REFERENCE_COPY.value),
-        "failures": dict(_count(i.get("failure") for i in done if i["outcome"] != "passed")),
-        "skip_reasons": dict(_count(i.get("message") or "skipped" for i in items if i.get("outcome") == "skipped")),
+        "reference_copies": sum(1 for i in done if i.get("failure") == Failure.REFERENCE_COPY),
+        "failures": dict(_count(i.get("failure") for i in done if i["outcome"] != Outcome.PASSED)),
+        "skip_reasons": dict(_count(i.get("message") or Outcome.SKIPPED for i in items
+                                    if i.get("outcome") == Outcome.SKIPPED)),
         "roofline_gm": geomean([(i.get("roofline") or {}).get("candidate") for i in passed]),
         "suspect": sum(1 for i in passed if i.get("suspect")),
         "family_weighted": family_weighted(done),
@@ -188,7 +187,7 @@ def family_weighted(done: list[dict]) -> dict | None:
         size[i.get("family") or i.get("problem") or ""] += 1
     weight = {id(i): 1.0 / size[i.get("family") or i.get("problem") or ""] for i in done}
     total = sum(weight.values())
-    passed = [i for i in done if i["outcome"] == "passed"]
+    passed = [i for i in done if i["outcome"] == Outcome.PASSED]
     out: dict = {"families": len(size), "pass_rate": sum(weight[id(i)] for i in passed) / total,
                  "gm_speedup": None, "pass_x_gm": None}
     scored = speed_scored(done)
@@ -222,8 +221,8 @@ def _samples(items: list[dict]) -> dict:
         p, f = [], []
         for group in by_problem.values():
             n = len(group)
-            c = sum(1 for i in group if i["outcome"] == "passed")
-            fc = sum(1 for i in group if i["outcome"] == "passed" and (i.get("score") or 0) > 1.0)
+            c = sum(1 for i in group if i["outcome"] == Outcome.PASSED)
+            fc = sum(1 for i in group if i["outcome"] == Outcome.PASSED and (i.get("score") or 0) > 1.0)
             p.append(pass_at_k(n, c, k))
             f.append(pass_at_k(n, fc, k))
         res[f"pass@{k}"] = sum(p) / len(p)

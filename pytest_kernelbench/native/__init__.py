@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..protocol import Failure
 from . import build, symbols
 from .build import Recipe, Unavailable
 from .regions import EditError, splice
@@ -24,7 +25,7 @@ class Prepared:
     """A candidate's text made into a library, or the reason it was not."""
     lib: str | None = None
     source: str | None = None                # the spliced file that was built
-    failure: tuple | None = None             # (category, message)
+    failure: tuple[Failure, str] | None = None     # (category, message)
     error: str | None = None                 # not the candidate's fault (no compiler, no library)
     build: dict = field(default_factory=dict)
 
@@ -35,22 +36,22 @@ def prepare(problem: Problem, text: str, cache_dir: Path, timeout_s: float) -> P
     try:
         spliced = splice(template, text, name)
     except EditError as e:
-        return Prepared(failure=("edit_outside_region", str(e)))
-    recipe = Recipe.from_yaml(problem.build)
+        return Prepared(failure=(Failure.EDIT_OUTSIDE_REGION, str(e)))
+    recipe = Recipe.of(problem.build, problem.id)
     found = scan(spliced.regions, recipe.headers, recipe.asm)
     if found:
-        return Prepared(source=spliced.source, failure=("forbidden_construct", found))
+        return Prepared(source=spliced.source, failure=(Failure.FORBIDDEN_CONSTRUCT, found))
     try:
         res = build.build(spliced.source, recipe, cache_dir, name, spliced.linemap, timeout_s)
     except Unavailable as e:
         return Prepared(source=spliced.source, error=f"cannot build {name} on this machine: {e}")
     info = {"s": round(res.seconds, 3), "cached": res.cached, "key": res.key, "mode": spliced.mode}
     if not res.ok:
-        return Prepared(source=spliced.source, build=info, failure=("compile_error", f"building {name}:\n{res.message}"))
+        return Prepared(source=spliced.source, build=info, failure=(Failure.COMPILE_ERROR, f"building {name}:\n{res.message}"))
     assert res.lib is not None
     refused = linked_beyond_recipe(problem, recipe, res.lib, cache_dir, timeout_s)
     if refused:
-        return Prepared(source=spliced.source, build=info, failure=("forbidden_construct", (
+        return Prepared(source=spliced.source, build=info, failure=(Failure.FORBIDDEN_CONSTRUCT, (
             f"the built library calls {', '.join(refused[:6])}{' and more' if len(refused) > 6 else ''}: not in "
             f"what the recipe links ({', '.join(recipe.libraries) or 'the C/C++ runtime only'}) nor what the "
             "template's fixed part uses")))

@@ -94,14 +94,15 @@ def build(source: str, recipe: Recipe, cache_dir: Path, filename: str, linemap: 
         message = "" if ok else map_messages(log, work, filename, linemap)
         if timed_out:
             message = f"the build took longer than {timeout_s:.0f} s and was stopped"
-        record = {"ok": ok, "seconds": seconds, "command": _shown(cmd, work), "log": log[-20000:], "message": message}
+        shown = _shown(cmd, work)
+        record = {"ok": ok, "seconds": seconds, "command": shown, "log": log[-20000:], "message": message}
         atomic_write(work / "build.json", json.dumps(record, indent=1))
         if timed_out:
             shutil.rmtree(work, ignore_errors=True)      # not cached: a loaded machine may do better
         else:
             shutil.rmtree(final, ignore_errors=True)
             os.replace(work, final)
-        return BuildResult(ok, str(final / "lib.so") if ok else None, seconds, False, key, message, record["command"])
+        return BuildResult(ok, str(final / "lib.so") if ok else None, seconds, False, key, message, shown)
 
 
 def _compile(cmd: list, cwd: Path, timeout_s: float) -> tuple[bool, str, bool]:

@@ -43,7 +43,7 @@ def libraries(recipe: Recipe) -> str:
 
 def native_task_text(problem: Problem, placement: Placement, machine: dict, probed: dict | None,
                      compile_budget_s: float | None = None, deadline_s: float | None = None) -> str:
-    recipe = Recipe.from_yaml(problem.build)
+    recipe = Recipe.of(problem.build, problem.id)
     template = problem.template_path.read_text()
     asm = "Inline assembly (asm, e.g. PTX) is allowed." if recipe.asm else "Inline assembly is not allowed."
     return fill(

@@ -84,7 +84,7 @@ class Spliced:
 
 def outside_is_blank(p: Parsed) -> bool:
     """Only blank lines and // comments outside the regions: an answer of regions only."""
-    inside = set()
+    inside: set[int] = set()
     for s, e in p.regions.values():
         inside.update(range(s, e + 1))
     return all(not ln.strip() or ln.strip().startswith("//") for i, ln in enumerate(p.lines) if i not in inside)
@@ -101,7 +101,9 @@ def regions_only(text: str) -> dict | None:
 
 def assemble(template: Parsed, bodies: dict) -> tuple[str, LineMap]:
     """The template's fixed lines with `bodies` (name -> list of lines) in its regions."""
-    out, entries, pos = [], [], 0
+    out: list[str] = []
+    entries: list[tuple] = []       # LineMap's: ("fixed", line) or ("region", name, line)
+    pos = 0
     for name in template.order:
         s, e = template.regions[name]
         for i in range(pos, s + 1):
@@ -138,7 +140,7 @@ def splice(template_text: str, answer: str, filename: str = "template.cu") -> Sp
     return Spliced(source, {n: "\n".join(b) for n, b in bodies.items()}, "file", linemap)
 
 
-def _same_outside(expected: list, linemap: LineMap, got: list, template: Parsed, filename: str):
+def _same_outside(expected: list[str], linemap: LineMap, got: list[str], template: Parsed, filename: str) -> None:
     """The whole-file answer must be the template with its region bodies: the first line where it is
     not (trailing spaces and trailing blank lines aside) is named."""
     exp = [ln.rstrip() for ln in expected]
@@ -154,7 +156,7 @@ def _same_outside(expected: list, linemap: LineMap, got: list, template: Parsed,
             continue
         where = linemap.describe(i + 1, filename) if i < len(exp) else f"after the end of {filename}"
         if b is None:
-            raise EditError(f"your file ends at line {len(have)}, but {where} follows: {a.strip()!r} "
+            raise EditError(f"your file ends at line {len(have)}, but {where} follows: {(a or '').strip()!r} "
                             "(only the EDIT regions may change)")
         if a is None:
             raise EditError(f"line {i + 1} of your file adds {b.strip()!r} after the end of {filename} "

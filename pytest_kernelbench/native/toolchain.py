@@ -37,6 +37,13 @@ class Recipe:
                    libraries=tuple(data.get("libraries") or ()), headers=tuple(data.get("headers") or ()),
                    asm=bool(data.get("asm", False)))
 
+    @classmethod
+    def of(cls, build: dict | None, problem_id: str) -> "Recipe":
+        """A native problem's recipe (problem.yaml `build`, checked when the problem loaded)."""
+        if build is None:
+            raise ValueError(f"{problem_id} has no build recipe: not a native problem")
+        return cls.from_yaml(build)
+
 
 @dataclass
 class Lib:
@@ -102,8 +109,9 @@ def _libfile(root: Path, stem: str) -> tuple[str, str] | None:
 
 def _nccl_version(header: Path) -> str | None:
     text = header.read_text(errors="replace")
-    parts = [re.search(rf"#define NCCL_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
-    return "NCCL " + ".".join(p.group(1) for p in parts) if all(parts) else None
+    found = [re.search(rf"#define NCCL_{k}\s+(\d+)", text) for k in ("MAJOR", "MINOR", "PATCH")]
+    parts = [m.group(1) for m in found if m is not None]
+    return "NCCL " + ".".join(parts) if len(parts) == len(found) else None
 
 
 def resolve(name: str) -> Lib:

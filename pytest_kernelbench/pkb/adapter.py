@@ -29,6 +29,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import Any, SupportsInt
 
 import torch
@@ -65,7 +66,8 @@ class SeededTorch:
               pinned_own: int = 0) -> None:
         """Before a create_input_tensor() call: the seeds of this call."""
         self.base, self.own, self.pinned, self.pinned_base, self.pinned_own = base, own, pinned, pinned_base, pinned_own
-        self.calls, self.seed, self.index = 0, None, 0
+        self.calls, self.index = 0, 0
+        self.seed: int | None = None     # PKB's last manual_seed()
         self.keys: list[tuple] = []      # the draws made, in order
 
     def __getattr__(self, name: str) -> Any:
@@ -99,7 +101,7 @@ class CachedGroups:
     """torch.distributed as PKB's generator sees it: new_group() makes each group once (the first
     inputs() call runs on every rank; later ones, e.g. refilling some ranks' buffers, reuse it)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.groups: dict[str, object] = {}
 
     def __getattr__(self, name: str) -> Any:
@@ -112,19 +114,22 @@ class CachedGroups:
         return self.groups[key]
 
 
-def load_generator(checkout: str):
+def load_generator(checkout: str) -> ModuleType:
     """PKB's generator module, private to this harness (not importable by name afterwards)."""
     path = Path(checkout) / GENERATOR
     name = f"_kb_pkb_generator_{os.urandom(4).hex()}"
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load PKB's generator {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module      # a dataclass defined there looks its module up while being made
     try:
         spec.loader.exec_module(module)
     finally:
         sys.modules.pop(name, None)
-    module.torch = SeededTorch(mix)
-    module.dist = CachedGroups()
+    # the generator's own globals, replaced: seeded draws, one group per rank list
+    setattr(module, "torch", SeededTorch(mix))  # noqa: B010
+    setattr(module, "dist", CachedGroups())  # noqa: B010
     return module
 
 
@@ -240,7 +245,7 @@ def harness(checkout: str, problem_id: int, cost_model: str | None = None):
         return tuple(args)
 
     def cost(size: dict, world_size: int, dtype: torch.dtype) -> dict:
-        model = COSTS.get(cost_model)
+        model = COSTS.get(cost_model) if cost_model else None
         if model is None:
             return {}      # no roofline rather than a wrong one
         n = int(size["m"]) * int(size["n"])

@@ -169,7 +169,9 @@ def problem_for(root: Path, ref: Path, base: Path, branches: dict[int, set[str]]
     fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "solution"), None)
     if fn is None:       # named inside the checkout: records carry no path of this machine
         raise ProblemError(Path("reference", ref.name), "missing function 'solution()'")
-    number = int(STEM.match(stem).group(1))
+    stem_match = STEM.match(stem)
+    assert stem_match, "references() lists only <N>_<name> stems"
+    number = int(stem_match.group(1))
     category, tags, facts = taxonomy.entry(stem)
     folder = base / PREFIX / stem
     folder.mkdir(parents=True, exist_ok=True)

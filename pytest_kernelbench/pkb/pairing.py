@@ -12,6 +12,7 @@ no reference and is reported, never silently dropped.
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +47,7 @@ def published_names(reference: str) -> list[str]:
     return names
 
 
-def candidate_file(directory: str | Path, backend: str, reference: str) -> tuple[Path, str | None]:
+def candidate_file(directory: str | os.PathLike[str], backend: str, reference: str) -> tuple[Path, str | None]:
     """(the file for `reference`, how it paired: EXACT, PUBLISHED, or None when there is none; then
     the path is the file that was expected)."""
     exact = Path(directory) / f"{reference}_{backend}.py"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..candidates import safety
 from ..candidates.files import python_syntax
+from ..protocol import Failure
 
 if TYPE_CHECKING:
     from ..candidates import Candidate
@@ -46,11 +47,11 @@ def verdict(candidate: Candidate, allow_multicast: bool = False) -> tuple[str, s
         return candidate.failure
     if candidate.is_reference or candidate.source is None:
         return None
-    found = python_syntax(candidate.source, candidate.origin or "solution.py")
-    if found:
-        return found
+    bad = python_syntax(candidate.source, candidate.origin or "solution.py")
+    if bad:
+        return bad
     found = None if allow_multicast else multicast(candidate.source)
-    return ("unsafe", found) if found else None
+    return (Failure.UNSAFE, found) if found else None
 
 
 def needs_cuda(source: str | None) -> str | None:

@@ -28,6 +28,7 @@ from ..protocol import (
     Done,
     Exit,
     Failed,
+    Failure,
     Imported,
     Ready,
     Release,
@@ -118,22 +119,22 @@ class CandidateProcess:
             tb = traceback.format_exc()
             unsafe = self.unsafe()
             if unsafe:
-                raise _Stop("unsafe", f"importing the candidate: {unsafe}", tb) from None
+                raise _Stop(Failure.UNSAFE, f"importing the candidate: {unsafe}", tb) from None
             compile_like = isinstance(e, SyntaxError) or any(m in tb for m in COMPILE_MARKERS)
-            raise _Stop("compile_error" if compile_like else "runtime_error",
+            raise _Stop(Failure.COMPILE_ERROR if compile_like else Failure.RUNTIME_ERROR,
                         f"importing the candidate: {type(e).__name__}: {e}", tb) from None
         self.shield.armed = False
         self.solution: Any = getattr(module, "solution", None)
         if not callable(self.solution):
-            raise _Stop("compile_error", "the candidate module defines no callable solution()")
+            raise _Stop(Failure.COMPILE_ERROR, "the candidate module defines no callable solution()")
         unsafe = self.unsafe()
         if unsafe:
-            raise _Stop("unsafe", f"importing the candidate: {unsafe}")
+            raise _Stop(Failure.UNSAFE, f"importing the candidate: {unsafe}")
         changed = self.state.check()
         if changed:
-            raise _Stop("forbidden_call", f"importing the candidate changed the {_rule()}: {'; '.join(changed)}")
+            raise _Stop(Failure.FORBIDDEN_CALL, f"importing the candidate changed the {_rule()}: {'; '.join(changed)}")
         if self.shield.attempts:
-            raise _Stop("forbidden_call", "importing the candidate: refused access to hidden files: "
+            raise _Stop(Failure.FORBIDDEN_CALL, "importing the candidate: refused access to hidden files: "
                         + ", ".join(sorted(set(self.shield.attempts)))[:400])
         self.chan.send(Imported(time.perf_counter() - t0))
 
@@ -168,7 +169,7 @@ class CandidateProcess:
                 self.sync()
             done.outputs = [memory.describe(o, lambda p: self._export(p, new)) for o in outs]
         except BaseException as e:  # noqa: BLE001
-            done.failed = {"category": "runtime_error", "message": f"{type(e).__name__}: {e}",
+            done.failed = {"category": Failure.RUNTIME_ERROR, "message": f"{type(e).__name__}: {e}",
                            "traceback": traceback.format_exc()[-4000:]}
         finally:
             if os.getpid() != self.pid:     # a child the candidate forked, unwinding into the runtime
@@ -292,11 +293,11 @@ def main(sock_fd: int, ctrl: ControlPage, log_fd: int, read_only: list[str], rea
         try:
             msg, _ = chan.recv()
             if not isinstance(msg, CandidateInit):
-                raise _Stop("runtime_error", "the checker sent no CandidateInit")
+                raise _Stop(Failure.RUNTIME_ERROR, "the checker sent no CandidateInit")
             try:
                 proc.init(msg)
             except Exception as e:  # noqa: BLE001 - the group or the device did not come up
-                raise _Stop("runtime_error", f"joining the candidate group: {type(e).__name__}: {e}",
+                raise _Stop(Failure.RUNTIME_ERROR, f"joining the candidate group: {type(e).__name__}: {e}",
                             traceback.format_exc()) from None
             proc.import_candidate()
         except _Stop as stop:

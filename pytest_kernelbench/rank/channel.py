@@ -18,7 +18,7 @@ import struct
 import time
 from collections.abc import Callable
 
-from ..protocol import SpecError, decode, encode
+from ..protocol import Failure, SpecError, decode, encode
 
 MAX_FRAME = 64 << 20
 PAGE_BYTES = 32 << 20          # the Done of a batch of thousands of calls fits
@@ -150,4 +150,4 @@ class ControlPage:
 
 def encode_failure(message: str) -> bytes:
     from ..protocol import Done
-    return encode(Done(outputs=[], failed={"category": "runtime_error", "message": message, "traceback": ""}))
+    return encode(Done(outputs=[], failed={"category": Failure.RUNTIME_ERROR, "message": message, "traceback": ""}))

@@ -20,7 +20,7 @@ import sys
 import time
 from typing import Any, NoReturn
 
-from ..protocol import CandidateInit, JobLayout, JobSpec
+from ..protocol import CandidateInit, Failure, JobLayout, JobSpec, Outcome
 from . import exchange, sandbox
 from .envwatch import EnvWatch
 from .failures import AgreedFailure, ItemFailed
@@ -93,7 +93,7 @@ class Checker:
     def _take_secret(self, secret: dict) -> None:
         self.key, self.nonce = secret.get("key", ""), secret.get("nonce", "")
         if not self.key:
-            raise ItemFailed("harness_error", "the launcher did not hand this checker the job's key", "harness")
+            raise ItemFailed(Failure.HARNESS_ERROR, "the launcher did not hand this checker the job's key", "harness")
         self.files.key = self.key
 
     # ---- setup ---------------------------------------------------------------------------------------
@@ -159,7 +159,7 @@ class Checker:
         deadline = time.monotonic() + timeout_s
         while self.store.add(key, 0) < self.world:
             if time.monotonic() > deadline:
-                self.die("timeout", f"peers did not {what} within {timeout_s:.0f} s", "candidate")
+                self.die(Failure.TIMEOUT, f"peers did not {what} within {timeout_s:.0f} s", "candidate")
             time.sleep(0.02)
 
     def sync(self) -> None:
@@ -218,7 +218,7 @@ class Checker:
     def unsafe_check(self, phase: str) -> None:
         found = self.watch.finding() if self.watch is not None else None
         if found:
-            self.die("unsafe", f"{phase}: tried to enable NVLink multicast (never allowed on this machine): its "
+            self.die(Failure.UNSAFE, f"{phase}: tried to enable NVLink multicast (never allowed on this machine): its "
                      f"environment changed while it ran: {found}", "candidate")
 
     # ---- inputs --------------------------------------------------------------------------------------
@@ -234,7 +234,7 @@ class Checker:
             return self.harness.inputs(self.job.sizes[size], self.rank, self.world, gen, self.device, self.dtype,
                                        **extra)
         except Exception as e:  # a harness bug, not the candidate's
-            self.die("harness_error", f"harness.inputs() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
+            self.die(Failure.HARNESS_ERROR, f"harness.inputs() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
 
     def call_reference(self, args: tuple, phase: str) -> Any:
         self.files.heartbeat(f"{phase}, reference call")
@@ -244,7 +244,7 @@ class Checker:
                 self.torch.cuda.synchronize()
             return out
         except Exception as e:
-            self.die("runtime_error", f"the reference failed ({phase}): {type(e).__name__}: {e}", "reference", e)
+            self.die(Failure.RUNTIME_ERROR, f"the reference failed ({phase}): {type(e).__name__}: {e}", "reference", e)
 
     # ---- the end -------------------------------------------------------------------------------------
     def finish(self, sizes: list[dict], failed: dict | None = None) -> None:
@@ -252,7 +252,7 @@ class Checker:
         warnings = self.agree(self.warnings)
         if self.rank == 0:
             self.files.result({
-                "status": "failed" if failed else "passed", "failure": failed, "world_size": self.world,
+                "status": Outcome.FAILED if failed else Outcome.PASSED, "failure": failed, "world_size": self.world,
                 "device": self.job.device, "sizes": sizes, "phases_s": self.phases, "isolation": self.isolation,
                 "warnings": [w for ws in warnings for w in ws]})
         self.barrier()
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
         checker.files.error(f.category, f.message, f.where, f.exc, f.tb)
     except BaseException as e:  # noqa: BLE001 - anything not caught above is the harness's
         code = 3
-        checker.files.error("harness_error", f"{type(e).__name__}: {e}", "harness", e)
+        checker.files.error(Failure.HARNESS_ERROR, f"{type(e).__name__}: {e}", "harness", e)
     finally:
         checker.close()
         sys.stdout.flush()

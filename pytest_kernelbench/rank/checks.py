@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..protocol import Failure
 from . import compare
 
 Verdict = dict
@@ -37,7 +38,7 @@ def check_call(out: Any, expected: Any, cand_in: tuple, ref_in: tuple, pristine:
         msg = msg and f"in-place result wrong: {msg}"
     elif msg is None:
         msg = compare.unchanged(cand_in, pristine) or compare.aliasing(out, cand_in)
-    return ("mismatch" if msg else None), msg, err
+    return (Failure.MISMATCH if msg else None), msg, err
 
 
 def check_reuse(earlier_outputs: list, out: Any, inplace: bool) -> str | None:
@@ -65,7 +66,7 @@ def after_timing(sets: list, call_candidate: Callable, call_reference: Callable,
         # outputs were overwritten, which would read as "values differ"
         shared = None if (found or inplace) else compare.distinct(outs)
         if shared:
-            found = {"category": "mismatch", "message": f"calls on the timing input sets: {shared}"}
+            found = {"category": Failure.MISMATCH, "message": f"calls on the timing input sets: {shared}"}
         for k, (out, s, pr) in enumerate(zip(outs, sets, pristine)):
             ref_in = compare.clone(pr)
             exp = call_reference(ref_in)

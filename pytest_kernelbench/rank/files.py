@@ -21,31 +21,28 @@ class JobFiles:
         self.token = token
         self.key = key
         self.result_bytes = b""
-        for sub in JobLayout.SUBDIRS:
-            os.makedirs(os.path.join(job_dir, sub), exist_ok=True)
-
-    def _write(self, rel: str, text: str):
-        atomic_write(os.path.join(self.dir, rel), text)
+        for sub in self.layout.subdirs():
+            sub.mkdir(parents=True, exist_ok=True)
 
     def heartbeat(self, phase: str):
-        self._write(f"hb/rank{self.rank}", f"{time.time():.3f} {phase}\n")
+        atomic_write(self.layout.heartbeat(self.rank), f"{time.time():.3f} {phase}\n")
 
     def pids(self, checker: int, candidate: int):
-        self._write(f"hb/pids{self.rank}", f"{checker} {candidate}\n")
+        atomic_write(self.layout.pids(self.rank), f"{checker} {candidate}\n")
 
     def error(self, category: str, message: str, where: str, exc: BaseException | None = None, tb: str = ""):
         tail = tb or ("".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:] if exc else "")
-        self._write(f"error/rank{self.rank}.json", json.dumps({
+        atomic_write(self.layout.error(self.rank), json.dumps({
             "rank": self.rank, "category": category, "message": message[:2000], "where": where,
             "traceback": tail, "time": time.time()}))
 
     def done(self):
-        self._write(f"done/rank{self.rank}", done_mark(self.key, self.token, self.rank, self.result_bytes))
+        atomic_write(self.layout.done(self.rank), done_mark(self.key, self.token, self.rank, self.result_bytes))
 
     def result(self, result: dict):
         text = json.dumps(result, indent=1, default=_jsonable)
         self.result_bytes = text.encode()
-        self._write("result.json", text)
+        atomic_write(self.layout.result, text)
 
     def redirect_output(self):
         """Send this rank's stdout/stderr (fd level, so C++ and child output too) to its log."""

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol import Batch, CandidateInit, Done, Exit, Failed, Imported, Ready, Release, SpecError, StorePort, decode
+from ..protocol import Batch, CandidateInit, Done, Exit, Failed, Failure, Imported, Ready, Release, SpecError, StorePort, decode
 from . import memory
 from .channel import Channel, ChannelClosed, ControlPage
 from .failures import ItemFailed
@@ -68,14 +68,14 @@ class Link:
         try:
             msg, fds = self.chan.recv(timeout)
         except ChannelClosed:
-            raise ItemFailed("crash", f"the candidate process died {what} ({self.exit_text()})", "candidate") from None
+            raise ItemFailed(Failure.CRASH, f"the candidate process died {what} ({self.exit_text()})", "candidate") from None
         except TimeoutError:
-            raise ItemFailed("timeout", f"the candidate process did not answer {what} within {timeout:.0f} s",
+            raise ItemFailed(Failure.TIMEOUT, f"the candidate process did not answer {what} within {timeout:.0f} s",
                              "candidate") from None
         if isinstance(msg, Failed):
             raise ItemFailed(msg.category, msg.message, "candidate", tb=msg.traceback)
         if not isinstance(msg, kind):
-            raise ItemFailed("runtime_error", f"the candidate process broke the protocol {what}: sent "
+            raise ItemFailed(Failure.RUNTIME_ERROR, f"the candidate process broke the protocol {what}: sent "
                              f"{type(msg).__name__}", "candidate")
         return msg, fds
 
@@ -123,7 +123,7 @@ class Link:
         try:
             self.chan.send(msg, fds)
         except OSError:
-            raise ItemFailed("crash", f"the candidate process died ({self.exit_text()})", "candidate") from None
+            raise ItemFailed(Failure.CRASH, f"the candidate process died ({self.exit_text()})", "candidate") from None
 
     def batch(self, calls: list[int], first: bool, spin: bool, barrier: Any, timeout: float) -> Window:
         """Run a batch and time it from "go" to "done" (`barrier()` first, across checkers)."""
@@ -132,8 +132,8 @@ class Link:
         self.send(Batch(calls=list(calls), first=first, spin=spin))
         if spin and not self.ctrl.spin(24, seq, time.monotonic() + timeout, self.alive):    # waiting for "go"
             if not self.alive():
-                raise ItemFailed("crash", f"the candidate process died ({self.exit_text()})", "candidate")
-            raise ItemFailed("timeout", "the candidate process did not take a batch", "candidate")
+                raise ItemFailed(Failure.CRASH, f"the candidate process died ({self.exit_text()})", "candidate")
+            raise ItemFailed(Failure.TIMEOUT, "the candidate process did not take a batch", "candidate")
         barrier()
         t0 = time.perf_counter()
         self.ctrl.mark_go(seq)
@@ -144,28 +144,28 @@ class Link:
         # its calls (+60 % per call at 1 MiB on an H100), which the reference never paid
         if spin and self.pinned and not self.ctrl.spin(8, seq, time.monotonic() + timeout, self.alive):
             if not self.alive():
-                raise ItemFailed("crash", f"the candidate process died in a call ({self.exit_text()})", "candidate")
-            raise ItemFailed("timeout", f"the candidate did not finish a batch within {timeout:.0f} s", "candidate")
+                raise ItemFailed(Failure.CRASH, f"the candidate process died in a call ({self.exit_text()})", "candidate")
+            raise ItemFailed(Failure.TIMEOUT, f"the candidate did not finish a batch within {timeout:.0f} s", "candidate")
         seconds = time.perf_counter() - t0
         try:
             self.chan.wait_poke(timeout)
         except (ChannelClosed, OSError):
-            raise ItemFailed("crash", f"the candidate process died in a call ({self.exit_text()})",
+            raise ItemFailed(Failure.CRASH, f"the candidate process died in a call ({self.exit_text()})",
                              "candidate") from None
         except TimeoutError:
-            raise ItemFailed("timeout", f"the candidate did not finish a batch within {timeout:.0f} s",
+            raise ItemFailed(Failure.TIMEOUT, f"the candidate did not finish a batch within {timeout:.0f} s",
                              "candidate") from None
         if not (spin and self.pinned):
             seconds = time.perf_counter() - t0
         if self.ctrl.done != seq:
-            raise ItemFailed("runtime_error", f"the candidate process broke the protocol (done mark {self.ctrl.done}, "
+            raise ItemFailed(Failure.RUNTIME_ERROR, f"the candidate process broke the protocol (done mark {self.ctrl.done}, "
                              f"batch {seq})", "candidate")
         try:
             done = decode(self.ctrl.payload())
         except SpecError:
             done = None
         if not isinstance(done, Done):
-            raise ItemFailed("runtime_error", "the candidate process broke the protocol (no Done)", "candidate")
+            raise ItemFailed(Failure.RUNTIME_ERROR, "the candidate process broke the protocol (no Done)", "candidate")
         return Window(seconds, done, len(calls))
 
     def alive(self) -> bool:
@@ -182,7 +182,7 @@ class Link:
         try:
             self.chan.poke()
         except OSError:
-            raise ItemFailed("crash", f"the candidate process died ({self.exit_text()})", "candidate") from None
+            raise ItemFailed(Failure.CRASH, f"the candidate process died ({self.exit_text()})", "candidate") from None
 
     def read(self, window: Window, indices: list[int]) -> dict[int, Any]:
         """The outputs of the given calls, read by the checker now (its own copies)."""

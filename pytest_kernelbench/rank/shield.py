@@ -16,6 +16,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from ..protocol import JobLayout
+
 HARNESS_DIR = str(Path(__file__).resolve().parent) + os.sep
 BUNDLED_PROBLEMS = Path(__file__).resolve().parents[2] / "problems"   # the package's own problem tree
 
@@ -60,8 +62,9 @@ class FileShield:
             dirs.append(str(BUNDLED_PROBLEMS))
         files = []
         if job_dir:
-            dirs += [os.path.join(job_dir, d) for d in ("done", "error", "hb")]
-            files += [os.path.join(job_dir, f) for f in ("job.json", "result.json", "secret")]
+            layout = JobLayout(job_dir)
+            dirs += [str(d) for d in layout.control_dirs()]
+            files += [str(f) for f in layout.control_files()]
         self.dirs = sorted({os.path.realpath(d) for d in dirs})
         self.files = {os.path.realpath(f) for f in files}
         # how these paths may be spelled in a command line

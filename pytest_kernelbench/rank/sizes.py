@@ -21,7 +21,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from ..protocol import SETUP_MARK, Done, Sets, encode
+from ..protocol import SETUP_MARK, Done, Failure, Sets, encode
 from . import checks, compare, memory
 from .failures import AgreedFailure
 from .globalstate import RULE
@@ -114,38 +114,38 @@ class SizeRun:
         self.verdict_now: tuple[str, str] | None = None
         c.unsafe_check(phase)
         if done.unsafe:
-            c.die("unsafe", f"{phase}: {done.unsafe}", "candidate")
+            c.die(Failure.UNSAFE, f"{phase}: {done.unsafe}", "candidate")
         if done.failed:
             f = done.failed
-            category = "forbidden_call" if done.forbidden else f.get("category", "runtime_error")
+            category = Failure.FORBIDDEN_CALL if done.forbidden else f.get("category", Failure.RUNTIME_ERROR)
             extra = f" (and it called forbidden APIs: {_calls(done.forbidden)})" if done.forbidden else ""
             raise _failed(category, f"{phase}: {f.get('message')}{extra}", f.get("traceback", ""))
         if done.threads:
-            c.die("runtime_error", f"{phase}: solution() returned while Python threads it started were still "
+            c.die(Failure.RUNTIME_ERROR, f"{phase}: solution() returned while Python threads it started were still "
                   f"running ({', '.join(map(str, done.threads))}); all work must finish inside the call", "candidate")
         if not first:
             alive = self.link.children()
             if alive:
-                c.die("forbidden_call", f"{phase}: a process the candidate started was still alive after the call "
+                c.die(Failure.FORBIDDEN_CALL, f"{phase}: a process the candidate started was still alive after the call "
                       f"(pids {alive[:5]}); child processes may only run while the candidate is imported and in "
                       "its first call of a size (builds)", "candidate")
         if len(done.outputs) != window.calls:
-            c.die("runtime_error", f"{phase}: the candidate process broke the protocol (described "
+            c.die(Failure.RUNTIME_ERROR, f"{phase}: the candidate process broke the protocol (described "
                   f"{len(done.outputs)} outputs for {window.calls} calls)", "candidate")
         if done.forbidden:
             text = f"called forbidden APIs ({', '.join(self.job.forbid)}): {_calls(done.forbidden)}"
             rule = compare.forbidden_rule(done.forbidden)     # barrier-only: a rule stricter than PKB's
-            self.verdict_now = ("forbidden_call", compare.tagged(text, rule) if rule else text)
+            self.verdict_now = (Failure.FORBIDDEN_CALL, compare.tagged(text, rule) if rule else text)
         elif done.state:
-            self.verdict_now = ("forbidden_call", f"changed the {RULE} and did not restore it before "
+            self.verdict_now = (Failure.FORBIDDEN_CALL, f"changed the {RULE} and did not restore it before "
                                 f"returning: {'; '.join(map(str, done.state))}")
         overlap = self.overlaps(done.outputs, done.lent)
         if overlap and not self.verdict_now:
-            self.verdict_now = ("mismatch", overlap)
+            self.verdict_now = (Failure.MISMATCH, overlap)
         try:
             outs = self.link.read(window, indices)
         except memory.MemoryError_ as e:
-            self.verdict_now = self.verdict_now or ("mismatch", f"{e} (return fresh tensors, allocated in the call)")
+            self.verdict_now = self.verdict_now or (Failure.MISMATCH, f"{e} (return fresh tensors, allocated in the call)")
             return {}
         if not settle:
             return outs
@@ -155,7 +155,7 @@ class SizeRun:
         for i in indices:
             late = compare.differs(again[i], outs[i])
             if late:
-                c.die("runtime_error", f"{phase}: {late} changed after solution() returned (work still running "
+                c.die(Failure.RUNTIME_ERROR, f"{phase}: {late} changed after solution() returned (work still running "
                       "on a thread or on a stream the current stream does not wait for); all work must finish "
                       "inside the call", "candidate")
         return outs
@@ -188,7 +188,7 @@ class SizeRun:
             cost = c.harness.cost(job.sizes[size], c.world, c.dtype)
             self.record["cost"] = {k: float(v) for k, v in cost.items()}
         except Exception as e:
-            c.die("harness_error", f"harness.cost() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
+            c.die(Failure.HARNESS_ERROR, f"harness.cost() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
         t0 = time.perf_counter()
         expected = self.trials()
         self.record["correctness_s"] = time.perf_counter() - t0

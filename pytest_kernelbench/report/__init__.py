@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import metrics
-from ..protocol import atomic_write
+from ..protocol import Outcome, atomic_write
 
 SCHEMA_VERSION = 2   # schemas/report.schema.json
 
@@ -155,14 +155,14 @@ def _speed_cell(i: dict) -> str:
     if i.get("score") is not None:
         band = i.get("band")
         return f"{i['score']:.2f}x" + (f" [{band[0]:.2f}-{band[1]:.2f}]" if band else "")
-    if i.get("speed") and i.get("outcome") == "passed":
+    if i.get("speed") and i.get("outcome") == Outcome.PASSED:
         return i["speed"]                       # "cpu: not a speed"
     return "-"
 
 
 def _note(i: dict, width: int = 90) -> str:
     """Why an item did not pass (first line of its message), or why it was skipped."""
-    if i.get("outcome") == "passed":
+    if i.get("outcome") == Outcome.PASSED:
         if i.get("suspect"):
             return "suspect: faster than the roofline allows"
         # latency/bandwidth problems: their own figure at the last size (GPU runs; CPU times are no speed)
@@ -185,7 +185,7 @@ def natural_key(text: str) -> tuple:
 def table(items: list[dict]) -> list[str]:
     rows: list[tuple[str, ...]] = [("problem", "W", "dev", "candidate", "outcome", "speedup [noise band]", "verdict", "roof%", "wall s", "note")]
     for i in sorted(latest_by_item(items), key=lambda i: (natural_key(i.get("problem") or ""), i.get("sample") or 0)):
-        outcome = i["outcome"] if i["outcome"] not in ("failed", "error") else f"{i['outcome']}:{i.get('failure')}"
+        outcome = i["outcome"] if i["outcome"] not in (Outcome.FAILED, Outcome.ERROR) else f"{i['outcome']}:{i.get('failure')}"
         roof = (i.get("roofline") or {}).get("candidate")
         name = str(i.get("problem") or i.get("nodeid"))
         if i.get("sample") is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .. import metrics
+from ..protocol import Outcome
 from . import reading as reports
 
 DEFAULT_THRESHOLD = 0.05     # how far a speed delta must go to be called a change when no --fail-on says
@@ -86,11 +87,11 @@ def _outcome(rec: dict | None) -> str:
     if rec is None:
         return "-"
     out = rec.get("outcome") or "?"
-    return f"{out}:{rec.get('failure')}" if out in ("failed", "error") else out
+    return f"{out}:{rec.get('failure')}" if out in (Outcome.FAILED, Outcome.ERROR) else out
 
 
 def _speed(rec: dict | None) -> str:
-    if rec is None or rec.get("outcome") != "passed":
+    if rec is None or rec.get("outcome") != Outcome.PASSED:
         return ""
     if rec.get("score") is None:
         return rec.get("speed") or "no speed"
@@ -104,7 +105,7 @@ def _item_change(b: dict | None, n: dict | None, threshold: float) -> str:
         return "new" if n is not None and n.get("outcome") in counted else "same"
     if n is None or n.get("outcome") not in counted:
         return "gone"
-    bp, np_ = b["outcome"] == "passed", n["outcome"] == "passed"
+    bp, np_ = b["outcome"] == Outcome.PASSED, n["outcome"] == Outcome.PASSED
     if bp and not np_:
         return "lost"
     if np_ and not bp:
@@ -134,7 +135,8 @@ def compare(base_doc: dict, new_doc: dict, fail_on: FailOn | None = None) -> Com
     # the run's speed over the items passed in both, so a changed selection does not move it
     both = [d for d in cmp.items if d.change in ("regression", "improvement", "noise")]
     if both:
-        bs, ns = [d.base for d in both], [d.new for d in both]
+        bs = [d.base for d in both if d.base is not None]       # passed in both: both records there
+        ns = [d.new for d in both if d.new is not None]
         gb, gn = metrics.geomean([i.get("score") for i in bs]), metrics.geomean([i.get("score") for i in ns])
         change = metrics.speed_change(gb, metrics.gm_band(bs), gn, metrics.gm_band(ns), threshold)
         cmp.common_gm = (gb, gn, change, len(both))
@@ -143,9 +145,9 @@ def compare(base_doc: dict, new_doc: dict, fail_on: FailOn | None = None) -> Com
     if fail_on.speedup is not None:
         cmp.regressions += [f"{d.name}: {_speed(d.base)} -> {_speed(d.new)}" for d in cmp.items
                             if d.change == "regression"]
-        gb, gn, change, n = cmp.common_gm
+        gb, gn, change, count = cmp.common_gm
         if change == "regression":
-            cmp.regressions.append(f"GM-speedup over the {n} items passed in both: {gb:.3f}x -> {gn:.3f}x")
+            cmp.regressions.append(f"GM-speedup over the {count} items passed in both: {gb:.3f}x -> {gn:.3f}x")
     return cmp
 
 

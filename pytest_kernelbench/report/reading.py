@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import metrics, report
+from ..protocol import Outcome
 
 
 class ReportError(Exception):
@@ -173,7 +174,7 @@ def board(paths: list[str | Path]) -> Board:
             continue
         recs = items(doc)
         if not counted(recs):
-            skipped = sum(1 for i in recs if i.get("outcome") == "skipped")
+            skipped = sum(1 for i in recs if i.get("outcome") == Outcome.SKIPPED)
             unused.append((path, f"no counted item ({skipped} skipped)"))
             continue
         docs.append(doc)

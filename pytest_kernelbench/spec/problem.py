@@ -55,7 +55,7 @@ class Problem:
     description: str
     category: str
     parallelism: tuple
-    difficulty: str
+    difficulty: str | None          # None: a source without difficulty levels (PKB)
     libraries: tuple
     world_sizes: tuple
     devices: tuple
@@ -104,7 +104,7 @@ class Problem:
     @property
     def markers(self) -> list[str]:
         names = [self.category, self.difficulty, *self.parallelism, *self.libraries]
-        return list(dict.fromkeys(names))
+        return list(dict.fromkeys(n for n in names if n))
 
 
 def _need(data: dict, key: str, path: Path, kind: type | tuple[type, ...],
