@@ -265,6 +265,7 @@ def _hold(path, n, out, key):
         time.sleep(0.5)
 
 
+@pytest.mark.e2e
 def test_lease_pool_never_shares_a_gpu(tmp_path):
     pool = GpuPool(tmp_path / "pool.json", [0, 1, 2, 3])
     a = pool.try_acquire(2, "a")
@@ -371,6 +372,7 @@ def test_log_cap_truncates_but_keeps_head(tmp_path):
     assert log.stat().st_size == 0 and (tmp_path / "logs" / "rank0.head").read_bytes().startswith(b"first line")
 
 
+@pytest.mark.e2e
 def test_process_hunter_kills_a_setsid_grandchild(tmp_path):
     import subprocess
     import sys
@@ -412,6 +414,7 @@ def test_calibration_is_cached_and_measured_ceilings_win(tmp_path, monkeypatch):
     assert "NVLink per GPU per direction" in calibrate.table(machine, measured)
 
 
+@pytest.mark.e2e
 def test_calibration_subprocess_runs_without_gpus(tmp_path, monkeypatch):
     from pytest_kernelbench.metrics import calibrate
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -11,6 +11,8 @@ import pytest
 from cheatlib import HONEST, rank_logs, tree_digest
 from kbrun import by_problem, explain, leftover_processes, make_tree, run
 
+pytestmark = pytest.mark.e2e      # every test here runs an inner pytest or ranks (tests/e2e_guard.py)
+
 TIMEOUT_S = 40
 THREAD_WORK_S = 0.004
 
