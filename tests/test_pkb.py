@@ -95,12 +95,21 @@ def test_in_place_flag_read_from_the_reference_lets_a_candidate_return_its_input
     assert fixture_run["items"]["pkb/6_gather"]["outcome"] == "passed"
 
 
-@pytest.mark.e2e
-def test_reference_self_check_runs_pkb_own_file(tmp_path):
-    """The acid test PKB items get on GPUs: the reference against itself (collectives allowed)."""
-    pkb = make_checkout(tmp_path / "pkb")
-    proc, doc = run(tmp_path, f"--kb-pkb={pkb}", "--kb-candidate=reference", "--kb-nproc=2", "--kb-timing=off",
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    """One run of PKB's own reference against itself on a git checkout of the fixture, read by the
+    self-check test and the resume test (both asked for exactly this run)."""
+    root = tmp_path_factory.mktemp("reference")
+    pkb = _git_checkout(root / "pkb")
+    proc, doc = run(root, f"--kb-pkb={pkb}", "--kb-candidate=reference", "--kb-nproc=2", "--kb-timing=off",
                     "-k", "1_allreduce", timeout=300)
+    return root, pkb, proc, doc
+
+
+@pytest.mark.e2e
+def test_reference_self_check_runs_pkb_own_file(reference_run):
+    """The acid test PKB items get on GPUs: the reference against itself (collectives allowed)."""
+    _, _, proc, doc = reference_run
     assert doc is not None, proc.stdout + proc.stderr
     (item,) = doc["items"]
     assert (item["problem"], item["outcome"]) == ("pkb/1_allreduce", "passed"), proc.stdout[-3000:]
@@ -395,14 +404,12 @@ def _git_checkout(root):
 
 
 @pytest.mark.e2e
-def test_the_report_names_the_pkb_and_a_resume_needs_the_same_one(tmp_path):
+def test_the_report_names_the_pkb_and_a_resume_needs_the_same_one(reference_run):
     """Item 2: the report records the checkout's commit and hashes (not its path); --kb-resume takes
     the same PKB at another path and refuses another version."""
     import json
     import shutil
-    pkb = _git_checkout(tmp_path / "pkb")
-    proc, doc = run(tmp_path, f"--kb-pkb={pkb}", "--kb-candidate=reference", "--kb-nproc=2", "--kb-timing=off",
-                    "-k", "1_allreduce", timeout=300)
+    tmp_path, pkb, proc, doc = reference_run
     assert doc is not None, proc.stdout + proc.stderr
     facts = checkout.fingerprint(str(pkb))
     assert facts["commit"] and len(facts["commit"]) == 40
