@@ -58,12 +58,16 @@ def make_tree(root: Path, candidates: dict[str, str], base: str = "collective/al
 
 def inner_env(**extra: str) -> dict[str, str]:
     """The environment of a pytest run inside a test: the repo importable, none of the outer
-    run's options (PYTEST_ADDOPTS), and a fixed terminal width, since pytest cuts its short
-    summary at the width and a wide CI terminal (COLUMNS) would change what assertions see.
-    CI and BUILD_NUMBER go too: with either set, pytest stops cutting that summary at all."""
+    run's options (PYTEST_ADDOPTS: the inner run's own turn unused plugins off), and a fixed
+    terminal width, since pytest cuts its short summary at the width and a wide CI terminal
+    (COLUMNS) would change what assertions see. CI and BUILD_NUMBER go too: with either set, pytest stops cutting that summary at all."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "CI", "BUILD_NUMBER")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
     env["COLUMNS"] = "100"
+    # third-party plugins some machines carry (hypothesis; anyio, which litellm brings) that no inner
+    # run uses: where no bytecode is written (PYTHONDONTWRITEBYTECODE), pytest rewrites their ~100
+    # modules at every start, 1.5 of a pytest start's 2 s of CPU; `-p no:` of an absent one is a no-op
+    env["PYTEST_ADDOPTS"] = "-p no:anyio -p no:hypothesispytest"
     env.update(extra)
     return env
 

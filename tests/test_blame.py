@@ -107,6 +107,7 @@ def hangs(tmp_path_factory):
     return {"items": by_problem(doc), "root": root}
 
 
+@pytest.mark.e2e
 def test_one_rank_hang_after_the_first_call_names_that_rank(hangs):
     it = hangs["items"]["collective/hang_rank0_trial1"]
     assert it["failure"] == "timeout", it["message"]
@@ -117,12 +118,14 @@ def test_one_rank_hang_after_the_first_call_names_that_rank(hangs):
     assert it["wall_s"] < DEADLINE_S + 15 + 10, it["wall_s"]
 
 
+@pytest.mark.e2e
 def test_slow_first_call_gets_the_compile_budget(hangs):
     it = hangs["items"]["collective/slow_first_call"]
     assert it["outcome"] == "passed", (it["failure"], it["message"], it.get("log_tail"))
     assert it["compile_s"] >= 25, it["compile_s"]    # the slow first call was not counted in the deadline
 
 
+@pytest.mark.e2e
 def test_nothing_left_behind(hangs):
     assert not leftover_processes(str(hangs["root"]))
 
@@ -141,6 +144,7 @@ def budget(tmp_path_factory):
 
 @pytest.mark.parametrize("name, where", [("reused_output_buffer", "size tiny, trial 1"),
                                          ("reused_after_trials", "size tiny, timing")])
+@pytest.mark.e2e
 def test_reused_output_buffer_is_diagnosed(budget, name, where):
     it = budget["items"][f"collective/{name}"]
     assert it["failure"] == "mismatch", it["message"]
@@ -148,6 +152,7 @@ def test_reused_output_buffer_is_diagnosed(budget, name, where):
     assert where in it["message"], it["message"]
 
 
+@pytest.mark.e2e
 def test_first_call_hang_meets_the_deadline_naming_the_rank(budget):
     it = budget["items"]["collective/first_call_hang"]
     assert it["failure"] == "timeout", it["message"]

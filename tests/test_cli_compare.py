@@ -31,6 +31,7 @@ def _cli(*args) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+@pytest.mark.e2e
 def test_planted_speed_regression_exits_1(base, tmp_path):
     new = synth.model_b(tmp_path, "new.json", all_reduce=(0.9, 0.9))     # -25 %, bands far apart
     code, out = _cli("compare", str(base), str(new), "--fail-on=speedup:5%")
@@ -137,6 +138,7 @@ def test_report_writer_prints_the_comparison_and_fails_a_passing_session(base, t
     assert session.exitstatus == pytest.ExitCode.OK and writer.comparison.regressions == []
 
 
+@pytest.mark.e2e
 def test_kb_compare_in_a_real_run(tmp_path):
     """A real plugin run (a --kb-solutions file missing: no_code, nothing launched) against a base
     where that item passed: the comparison is printed under the summary."""

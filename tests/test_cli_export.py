@@ -125,6 +125,7 @@ def test_parquet_round_trip_when_pyarrow_is_there(run, tmp_path):
     assert export.read(out) == json.loads(json.dumps(export.rows([path], problems)))
 
 
+@pytest.mark.e2e
 def test_parquet_without_pyarrow_is_one_clear_line(run, tmp_path):
     code = ("import sys; sys.modules['pyarrow'] = None; from pytest_kernelbench.cli.main import main; "
             f"sys.exit(main(['export', {str(run[0])!r}, '--format', 'parquet', '-o', {str(tmp_path / 'x.parquet')!r}]))")

@@ -140,6 +140,7 @@ def test_a_plot_with_nothing_to_show_is_left_out_and_the_page_says_why(tmp_path)
         assert re.search(rf'<li id="left-out-{stem}">[^<]*: {re.escape(why)}', text), stem
 
 
+@pytest.mark.e2e
 def test_board_folder_is_git_ignored():
     """board/ is where the README sends the leaderboard's output."""
     if not (REPO / ".git").exists():
@@ -165,6 +166,7 @@ def test_png_folder_holds_the_five_small_plots(page):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 60_000, (p.name, len(data))
 
 
+@pytest.mark.e2e
 def test_without_matplotlib_png_is_one_line_and_html_keeps_the_tables(runs, tmp_path):
     def run(*args):
         code = ("import sys; sys.modules['matplotlib'] = None; from pytest_kernelbench.cli.main import main; "
@@ -179,6 +181,7 @@ def test_without_matplotlib_png_is_one_line_and_html_keeps_the_tables(runs, tmp_
     assert '<table id="leaderboard">' in text and escape(plots.MISSING) in text and "data:image/png" not in text
 
 
+@pytest.mark.e2e
 def test_headless_chromium_shows_the_table_and_the_plots(page, chromium, tmp_path):
     from matplotlib import image
     shot = tmp_path / "screenshot.png"
@@ -200,6 +203,7 @@ MEASURE = ("<script>document.title = JSON.stringify({page: document.documentElem
            "'table, figure')).map(e => [e.id, Math.ceil(e.getBoundingClientRect().right)])});</script>")
 
 
+@pytest.mark.e2e
 def test_the_gpu_baselines_page_fits_a_1400px_window(chromium, tmp_path):
     """The committed GPU baselines' page (ten rows, long names and machines) at 1400 px: no table
     or plot reaches past the window, and the page never scrolls sideways."""

@@ -4,8 +4,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 import yaml
 from kbrun import PROBLEMS, REPO, by_problem, inner_env, make_tree, plugin_args, run
+
+pytestmark = pytest.mark.e2e      # every test here runs an inner pytest or ranks (tests/e2e_guard.py)
 
 COLLECTIVES = sorted(p.parent.name for p in PROBLEMS.glob("collective/*/problem.yaml"))
 

@@ -64,6 +64,7 @@ def fresh_machine(tmp_path_factory):
     return root, solutions, proc, by_problem(doc)
 
 
+@pytest.mark.e2e
 def test_a_run_without_numpy_passes(fresh_machine):
     _, _, proc, items = fresh_machine
     good = items["collective/good"]
@@ -71,6 +72,7 @@ def test_a_run_without_numpy_passes(fresh_machine):
     assert "Numpy is not available" not in proc.stdout
 
 
+@pytest.mark.e2e
 def test_a_harness_fault_is_an_error_naming_the_harness_frame(fresh_machine):
     item = fresh_machine[3]["collective/harness_fault"]
     assert (item["outcome"], item["failure"]) == ("error", "harness_error"), item.get("message")
@@ -78,6 +80,7 @@ def test_a_harness_fault_is_an_error_naming_the_harness_frame(fresh_machine):
         item["message"]
 
 
+@pytest.mark.e2e
 def test_a_syntax_error_is_found_before_launch_in_the_users_file(fresh_machine):
     _, solutions, _, items = fresh_machine
     item = items["collective/syntax"]
@@ -86,6 +89,7 @@ def test_a_syntax_error_is_found_before_launch_in_the_users_file(fresh_machine):
     assert item.get("job_dir") is None and item.get("wall_s") is None    # no rank ever started
 
 
+@pytest.mark.e2e
 def test_failure_headlines_and_rank_logs_are_clean(fresh_machine):
     _, _, proc, items = fresh_machine
     assert "_ test_problem[collective/wrong] _" in proc.stdout, proc.stdout[-3000:]
@@ -120,6 +124,7 @@ def solution(x):
 def _ring(x):''')
 
 
+@pytest.mark.e2e
 def test_a_deadlock_in_the_first_call_meets_the_deadline_and_a_compile_its_budget(tmp_path):
     problems, solutions = make_tree(tmp_path, {"deadlock": DEADLOCK, "compiles": COMPILES})
     t0 = time.monotonic()
@@ -138,6 +143,7 @@ def test_a_deadlock_in_the_first_call_meets_the_deadline_and_a_compile_its_budge
     assert time.monotonic() - t0 < 600
 
 
+@pytest.mark.e2e
 def test_solutions_only_runs_what_the_folder_holds_and_tilde_is_expanded(tmp_path):
     problems, solutions = make_tree(tmp_path, {"mine": RING, "other": RING})
     (solutions / "collective" / "other.py").unlink()
@@ -158,6 +164,7 @@ def test_solutions_only_runs_what_the_folder_holds_and_tilde_is_expanded(tmp_pat
 
 
 @pytest.mark.parametrize("model, key", [("openai/gpt-5", "OPENAI_API_KEY"), ("anthropic/claude-opus-4-7", "ANTHROPIC_API_KEY")])
+@pytest.mark.e2e
 def test_a_missing_api_key_is_a_usage_error_within_seconds(tmp_path, model, key):
     pytest.importorskip("litellm")
     env = {k: v for k, v in inner_env().items() if not k.endswith("_API_KEY")}
@@ -176,6 +183,7 @@ def test_a_missing_api_key_is_a_usage_error_within_seconds(tmp_path, model, key)
 SLOW = RING.replace("def solution(x):", "import time\n\ndef solution(x):\n    time.sleep(0.5)")
 
 
+@pytest.mark.e2e
 def test_an_interrupted_run_is_marked_and_says_how_to_continue(tmp_path):
     problems, solutions = make_tree(tmp_path, {"a_first": RING, "b_slow": SLOW, "c_never": RING})
     report_path = tmp_path / "report.json"

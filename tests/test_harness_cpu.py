@@ -10,6 +10,8 @@ import time
 import pytest
 from kbrun import by_problem, explain, leftover_processes, make_tree, run
 
+pytestmark = pytest.mark.e2e      # every test here runs an inner pytest or ranks (tests/e2e_guard.py)
+
 TIMEOUT_S = 20     # a loaded 2-core machine must still run the honest items inside it
 
 CANDIDATES = {

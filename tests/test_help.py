@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from kbrun import inner_env, plugin_args
 
 from pytest_kernelbench.options import OPTIONS, help_text
@@ -36,6 +37,7 @@ def _blocks(text: str) -> dict[str, str]:
     return {k: " ".join(v.split()) for k, v in out.items()}
 
 
+@pytest.mark.e2e
 def test_help_shows_every_option_with_its_default():
     blocks = _blocks(_help())
     for name in (o.name for o in OPTIONS):

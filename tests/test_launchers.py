@@ -106,6 +106,7 @@ def _exits(item: dict) -> ExitFacts:
     return facts
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("run_of", ["by_torchrun", "by_conftest"])
 def test_a_crashing_rank_is_named_with_its_exit_code(run_of, request):
     launched = request.getfixturevalue(run_of)
@@ -123,6 +124,7 @@ def test_a_crashing_rank_is_named_with_its_exit_code(run_of, request):
     assert not leftover_processes(str(launched["root"]))
 
 
+@pytest.mark.e2e
 def test_both_built_in_launchers_write_one_exits_format(by_torchrun, by_conftest):
     """The same fields from either launcher (outcome.py reads only this file)."""
     raw = [json.loads(JobLayout(run["items"]["collective/exits_on_rank1"]["job_dir"]).exits.read_text())
@@ -160,6 +162,7 @@ def test_a_rank_that_died_without_a_word_is_named_with_its_exit_code(tmp_path, l
     assert out.category == "crash" and out.message.startswith("rank 1 died (exit code 9)"), out.message
 
 
+@pytest.mark.e2e
 def test_a_conftest_launcher_runs_items_end_to_end(by_conftest):
     assert by_conftest["doc"]["config"]["settings"]["launcher"] == "recording"
     started = (by_conftest["root"] / "started.txt").read_text().splitlines()
@@ -169,6 +172,7 @@ def test_a_conftest_launcher_runs_items_end_to_end(by_conftest):
     assert Path(crashed["job_dir"]).name in jobs, (crashed["job_dir"], jobs)
 
 
+@pytest.mark.e2e
 def test_unknown_launcher_is_a_usage_error_naming_the_known_ones(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "--kb-launcher=mpirun", "--co", "-q"],
                           cwd=tmp_path, capture_output=True, text=True, env=inner_env())

@@ -103,6 +103,7 @@ def item(ns, name):
     return ns.items[f"collective/{name}"]
 
 
+@pytest.mark.e2e
 def test_correct_canned_kernel_passes(main):
     it = item(main, "llm_good")
     assert it["outcome"] == "passed", explain(it)
@@ -111,12 +112,14 @@ def test_correct_canned_kernel_passes(main):
     assert Path(it["candidate"]["origin"]).read_text() == GOOD_CODE
 
 
+@pytest.mark.e2e
 def test_rate_limit_is_retried_then_succeeds(main):
     it = item(main, "llm_good")
     assert it["llm"]["attempts"] == 2 and it["llm"]["errors"][0]["status"] == 429, it["llm"]
     assert len(main.stub.requests_for(marker("llm_good"))) == 2
 
 
+@pytest.mark.e2e
 def test_request_timeout_is_explicit_and_retried(main):
     it = item(main, "llm_slow")
     first = it["rounds"][0]
@@ -126,6 +129,7 @@ def test_request_timeout_is_explicit_and_retried(main):
     assert calls["errors"][0]["after_s"] >= 1.5, calls      # --kb-request-timeout=2 fired, not the stub
 
 
+@pytest.mark.e2e
 def test_wrong_kernel_fails_mismatch(main):
     it = item(main, "llm_wrong")
     assert it["outcome"] == "failed" and it["failure"] == "mismatch", explain(it)
@@ -133,6 +137,7 @@ def test_wrong_kernel_fails_mismatch(main):
     assert [r["failure"] for r in it["rounds"]] == ["mismatch", "mismatch"]
 
 
+@pytest.mark.e2e
 def test_reply_without_code_fails_no_code(main):
     it = item(main, "llm_nocode")
     assert it["outcome"] == "failed" and it["failure"] == "no_code", explain(it)
@@ -140,6 +145,7 @@ def test_reply_without_code_fails_no_code(main):
     assert not it.get("job_dir")        # nothing was launched
 
 
+@pytest.mark.e2e
 def test_second_round_fixes_first_and_gets_its_failure(main):
     it = item(main, "llm_refine")
     assert it["outcome"] == "passed" and it["round"] == 2 and it["best"], explain(it)
@@ -152,6 +158,7 @@ def test_second_round_fixes_first_and_gets_its_failure(main):
     assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "user"]
 
 
+@pytest.mark.e2e
 def test_every_round_is_recorded_and_the_best_is_kept(main):
     lines = [r for r in jsonl(main.root) if r["problem"] == "collective/llm_refine"]
     assert sorted((r["round"], r["outcome"], r["best"]) for r in lines) == [(1, "failed", False), (2, "passed", True)]
@@ -160,6 +167,7 @@ def test_every_round_is_recorded_and_the_best_is_kept(main):
     assert len(wrong) == 2 and sum(r["best"] for r in wrong) == 1
 
 
+@pytest.mark.e2e
 def test_best_round_is_kept_even_when_a_later_round_is_written_after_it(main):
     lines = [r for r in jsonl(main.root) if r["problem"] == "collective/llm_badreq"]
     assert [(r["round"], r["outcome"], r["best"]) for r in lines] == [(1, "failed", True), (2, "error", False)]
@@ -169,6 +177,7 @@ def test_best_round_is_kept_even_when_a_later_round_is_written_after_it(main):
     assert it["round"] == 1 and it["failure"] == "mismatch" and [r["outcome"] for r in it["rounds"]] == ["failed", "error"]
 
 
+@pytest.mark.e2e
 def test_cost_per_call_and_item(main):
     it = item(main, "llm_refine")
     assert it["llm"]["prompt_tokens"] == 1000 and it["llm"]["completion_tokens"] == 500
@@ -180,6 +189,7 @@ def test_cost_per_call_and_item(main):
     assert ledger["calls"] == 10 and ledger["prompt_tokens"] == 10000
 
 
+@pytest.mark.e2e
 def test_every_prompt_answer_and_candidate_is_kept(main):
     run_dir = main.root / "report"
     assert (run_dir / "prompts" / "collective-llm_refine-s0-r2.md").read_text().count("Result of your round 1") == 1
@@ -188,17 +198,20 @@ def test_every_prompt_answer_and_candidate_is_kept(main):
     assert not (run_dir / "candidates" / "collective-llm_nocode-s0-r1.py").exists()
 
 
+@pytest.mark.e2e
 def test_all_requests_went_to_the_stub_with_the_key(main):
     assert len(main.requests) == 13
     assert all(r["_headers"].get("authorization") == "Bearer stub-key" for r in main.requests)
     assert all(r["model"] == MODEL.split("/", 1)[1] for r in main.requests)
 
 
+@pytest.mark.e2e
 def test_litellm_never_fetches_its_price_map(main):
     out = main.proc.stdout + main.proc.stderr
     assert "cost map" not in out and "raw.githubusercontent.com" not in out
 
 
+@pytest.mark.e2e
 def test_rerun_makes_no_request_and_regenerate_makes_them_again(main):
     main.stub.reset()
     proc, doc = model_run(main.root, main.problems, main.stub, "--kb-rounds=2", "-k", "llm_nocode or llm_wrong",
@@ -220,6 +233,7 @@ def test_rerun_makes_no_request_and_regenerate_makes_them_again(main):
 
 # ---- k samples ---------------------------------------------------------------------------------
 @needs_litellm
+@pytest.mark.e2e
 def test_samples_give_pass_at_k(tmp_path, kbcache):
     problems, _ = make_tree(tmp_path, {"llm_samples": ""})
     with StubServer({marker("llm_samples"): [GOOD, WRONG, NOCODE]}) as stub:
@@ -237,6 +251,7 @@ def test_samples_give_pass_at_k(tmp_path, kbcache):
 
 # ---- API failures and the budget -------------------------------------------------------------------
 @needs_litellm
+@pytest.mark.e2e
 def test_authentication_error_fails_once_clearly_and_skips_the_rest(tmp_path, kbcache):
     problems, _ = make_tree(tmp_path, {"llm_auth_a": "", "llm_auth_b": "", "llm_auth_c": ""})
     with StubServer({"`collective/llm_auth": [{"status": 401}]}) as stub:
@@ -255,6 +270,7 @@ def test_authentication_error_fails_once_clearly_and_skips_the_rest(tmp_path, kb
 
 
 @needs_litellm
+@pytest.mark.e2e
 def test_budget_smaller_than_one_call_skips_the_rest(tmp_path, kbcache):
     problems, _ = make_tree(tmp_path, {"llm_budget_a": "", "llm_budget_b": "", "llm_budget_c": ""})
     with StubServer({"`collective/llm_budget": [NOCODE]}) as stub:
@@ -289,6 +305,7 @@ def hidden_lines(folder: Path) -> list[str]:
 
 
 @needs_litellm
+@pytest.mark.e2e
 def test_print_prompt_writes_prompts_without_any_request(tmp_path):
     with StubServer({}) as stub:
         proc, doc = run(tmp_path, str(PROBLEMS), "--kb-print-prompt", f"--kb-model={MODEL}",
@@ -318,6 +335,7 @@ def test_print_prompt_writes_prompts_without_any_request(tmp_path):
         assert not leaked, f"{pid}: harness.py text in the prompt: {leaked}"
 
 
+@pytest.mark.e2e
 def test_no_prompt_of_any_problem_holds_harness_text_on_cpu_or_gpu(tmp_path):
     """Builds every real problem's prompt in-process for a CPU machine and for an 8-GPU one, plus
     a refinement prompt whose failure excerpt quotes a harness traceback."""

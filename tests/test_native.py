@@ -99,6 +99,7 @@ def _recipe(folder: Path) -> nbuild.Recipe:
     return nbuild.Recipe.from_yaml(yaml.safe_load((folder / "problem.yaml").read_text())["build"])
 
 
+@pytest.mark.e2e
 def test_a_compile_error_names_the_region_line_and_builds_are_cached(tmp_path):
     answer = "// >>> EDIT reduce\n  y[0] = 0;\n  this is not C++;\n// <<< EDIT reduce\n"
     spliced = splice(TEMPLATE, answer, "template.cpp")
@@ -196,6 +197,7 @@ def test_bandwidth_and_latency_come_from_the_median_times():
     assert metrics.size_metric("time", size) is None and metrics.size_metric("latency", {}) is None
 
 
+@pytest.mark.e2e
 def test_markers_of_the_new_libraries_select_the_new_problems():
     cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "--collect-only", "-q",
            "--strict-markers", "problems", "-m", "p2p or utility"]
@@ -222,6 +224,7 @@ def test_every_native_source_belongs_to_a_native_problem():
     assert not stray, f"sources no native problem builds: {stray}"
 
 
+@pytest.mark.e2e
 def test_every_template_and_solution_compiles(tmp_path):
     """nvcc compiles every CUDA template and solution (never run here), g++ every C++ one, with
     the problem's own recipe, two at a time. A file whose recipe needs a library this machine lacks

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from bench import gen_native_common as gen  # the repo root is on sys.path (pytest ini `pythonpath`)
 
 SHARED = ("kb_st_release", "kb_ld_acquire", "kb_now_ns", "kb_wait_geq", "kb_last_error", "kb_fail", "KB_CHECK",
@@ -44,6 +46,7 @@ def test_a_problem_may_keep_its_own_helper_under_another_name():
     assert gen.render(text, gen.canonical()) == text      # kb_init is each problem's own
 
 
+@pytest.mark.e2e
 def test_check_mode_is_what_ci_runs():
     r = subprocess.run([sys.executable, str(gen.ROOT / "bench" / "gen_native_common.py"), "--check"],
                        capture_output=True, text=True)

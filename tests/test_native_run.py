@@ -10,6 +10,8 @@ import pytest
 import yaml
 from kbrun import PROBLEMS, by_problem, run
 
+pytestmark = pytest.mark.e2e      # every test here runs an inner pytest or ranks (tests/e2e_guard.py)
+
 SUM = PROBLEMS / "collective" / "shm_segment_sum"
 REDUCE_OK = """  memcpy(y, slots, n * sizeof(float));
   for (int q = 1; q < world; ++q)

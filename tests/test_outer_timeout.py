@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from kbrun import leftover_processes, make_tree, run
+
+pytestmark = pytest.mark.e2e      # every test here runs an inner pytest or ranks (tests/e2e_guard.py)
 
 HANG = "import time\ndef solution(x):\n    while True:\n        time.sleep(0.01)\n"
 

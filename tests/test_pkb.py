@@ -34,6 +34,7 @@ def fixture_run(tmp_path_factory):
     return {"root": root, "pkb": pkb, "proc": proc, "doc": doc, "items": {i["problem"]: i for i in doc["items"]}}
 
 
+@pytest.mark.e2e
 def test_every_reference_is_an_item_with_its_outcome(fixture_run):
     items = fixture_run["items"]
     outcomes = {k: (v["outcome"], v.get("failure")) for k, v in items.items()}
@@ -59,6 +60,7 @@ def test_every_reference_is_an_item_with_its_outcome(fixture_run):
     assert ok["compile_s"] >= 1.5        # its first call "compiles" (sleeps 2 s): setup, off the deadline
 
 
+@pytest.mark.e2e
 def test_the_report_of_pkb_items_validates(fixture_run):
     import json
 
@@ -67,6 +69,7 @@ def test_the_report_of_pkb_items_validates(fixture_run):
     jsonschema.Draft202012Validator(schema).validate(fixture_run["doc"])
 
 
+@pytest.mark.e2e
 def test_fixed_pkb_inputs_never_reach_candidates(fixture_run):
     # rank 0 of PKB's broadcast holds the constant 1.0: right under PKB's inputs, wrong under ours
     msg = fixture_run["items"]["pkb/3_broadcast"]["message"]
@@ -75,6 +78,7 @@ def test_fixed_pkb_inputs_never_reach_candidates(fixture_run):
     assert fixture_run["items"]["pkb/1_allreduce"]["outcome"] == "passed"
 
 
+@pytest.mark.e2e
 def test_failure_messages_name_the_cause(fixture_run):
     items = fixture_run["items"]
     assert "all_reduce" in items["pkb/7_reducescatter"]["message"]
@@ -85,22 +89,34 @@ def test_failure_messages_name_the_cause(fixture_run):
     assert items["pkb/4_reduce"]["message"] == "reference/4_reduce.py: missing function 'solution()'"
 
 
+@pytest.mark.e2e
 def test_in_place_flag_read_from_the_reference_lets_a_candidate_return_its_input(fixture_run):
     # PKB's gather returns its input on non-root ranks; a candidate doing the same is no aliasing error
     assert fixture_run["items"]["pkb/6_gather"]["outcome"] == "passed"
 
 
-def test_reference_self_check_runs_pkb_own_file(tmp_path):
-    """The acid test PKB items get on GPUs: the reference against itself (collectives allowed)."""
-    pkb = make_checkout(tmp_path / "pkb")
-    proc, doc = run(tmp_path, f"--kb-pkb={pkb}", "--kb-candidate=reference", "--kb-nproc=2", "--kb-timing=off",
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    """One run of PKB's own reference against itself on a git checkout of the fixture, read by the
+    self-check test and the resume test (both asked for exactly this run)."""
+    root = tmp_path_factory.mktemp("reference")
+    pkb = _git_checkout(root / "pkb")
+    proc, doc = run(root, f"--kb-pkb={pkb}", "--kb-candidate=reference", "--kb-nproc=2", "--kb-timing=off",
                     "-k", "1_allreduce", timeout=300)
+    return root, pkb, proc, doc
+
+
+@pytest.mark.e2e
+def test_reference_self_check_runs_pkb_own_file(reference_run):
+    """The acid test PKB items get on GPUs: the reference against itself (collectives allowed)."""
+    _, _, proc, doc = reference_run
     assert doc is not None, proc.stdout + proc.stderr
     (item,) = doc["items"]
     assert (item["problem"], item["outcome"]) == ("pkb/1_allreduce", "passed"), proc.stdout[-3000:]
     assert item["candidate"]["kind"] == "reference" and item["candidate"]["origin"] == "reference/1_allreduce.py"
 
 
+@pytest.mark.e2e
 def test_markers_select_by_taxonomy(tmp_path):
     pkb = make_checkout(tmp_path / "pkb")
     proc = pytest_run(tmp_path, f"--kb-pkb={pkb}", "--collect-only", "--strict-markers", "-m", "pkb and tp")
@@ -113,6 +129,7 @@ def test_markers_select_by_taxonomy(tmp_path):
     (["--kb-pkb={tmp}"], "not a ParallelKernelBench checkout (no reference/<N>_<name>.py files)"),
     (["--kb-pkb-backend=rust"], "--kb-pkb-backend='rust': expected cuda, triton or parallelkittens"),
 ])
+@pytest.mark.e2e
 def test_bad_pkb_options_are_one_line_usage_errors(tmp_path, args, expected):
     proc = pytest_run(tmp_path, *[a.format(tmp=tmp_path) for a in args])
     err = proc.stderr.strip()
@@ -271,6 +288,7 @@ def test_published_solution_names_pair_with_their_references(tmp_path):
     assert cand.record()["paired_by"] == "published layout"
 
 
+@pytest.mark.e2e
 def test_a_cpu_run_puts_every_pkb_candidate_through_the_static_stages(fixture_run):
     """Items 1, 8, 9 in one run: a published-layout file pairs (12, 18); a file that pairs with no
     reference is reported; a CUDA candidate on a CPU item skips saying so (18) instead of failing
@@ -294,6 +312,7 @@ def test_a_cpu_run_puts_every_pkb_candidate_through_the_static_stages(fixture_ru
     assert "99_no_such_problem_cuda.py: no reference 99_no_such_problem in this checkout" in out
 
 
+@pytest.mark.e2e
 def test_seed_dependent_shapes_pass_with_timing(fixture_run):
     """Item 5: 70's generator draws lengths and sizes values by their sum; the timing pass refills
     its buffers in place, which needs the same shapes every call of a size and rank."""
@@ -384,14 +403,13 @@ def _git_checkout(root):
     return pkb
 
 
-def test_the_report_names_the_pkb_and_a_resume_needs_the_same_one(tmp_path):
+@pytest.mark.e2e
+def test_the_report_names_the_pkb_and_a_resume_needs_the_same_one(reference_run):
     """Item 2: the report records the checkout's commit and hashes (not its path); --kb-resume takes
     the same PKB at another path and refuses another version."""
     import json
     import shutil
-    pkb = _git_checkout(tmp_path / "pkb")
-    proc, doc = run(tmp_path, f"--kb-pkb={pkb}", "--kb-candidate=reference", "--kb-nproc=2", "--kb-timing=off",
-                    "-k", "1_allreduce", timeout=300)
+    tmp_path, pkb, proc, doc = reference_run
     assert doc is not None, proc.stdout + proc.stderr
     facts = checkout.fingerprint(str(pkb))
     assert facts["commit"] and len(facts["commit"]) == 40
@@ -416,6 +434,7 @@ def test_the_report_names_the_pkb_and_a_resume_needs_the_same_one(tmp_path):
     assert "resume with the same PKB or start a new run" in err
 
 
+@pytest.mark.e2e
 def test_node_ids_paste_back_and_paths_collect_only_what_they_name(tmp_path):
     """Item 10: the short summary's node id collects its item again; a path inside the checkout
     collects that reference only and writes nothing into the checkout; --collect-only names no

@@ -42,6 +42,7 @@ def test_example_is_a_clean_candidate_module():
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.e2e
 def test_cuda_source_compiles_for_sm90(tmp_path):
     src = tmp_path / "example.cu"
     src.write_text(_string_constant("CUDA_SRC"))
@@ -51,6 +52,7 @@ def test_cuda_source_compiles_for_sm90(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler")
+@pytest.mark.e2e
 def test_binding_compiles_against_the_installed_torch_headers(tmp_path):
     from torch.utils.cpp_extension import include_paths
     src = tmp_path / "binding.cpp"     # what load_inline makes of cpp_sources + functions=[...]
@@ -79,6 +81,7 @@ def _cuda_gpus() -> int:
 
 
 @pytest.mark.skipif(_cuda_gpus() < 1, reason="needs a CUDA GPU")
+@pytest.mark.e2e
 def test_example_runs_as_a_candidate_at_w1(tmp_path):
     result = bench_example.run(nproc=1, out_dir=tmp_path)
     assert result["outcome"] == "passed", result
@@ -87,6 +90,7 @@ def test_example_runs_as_a_candidate_at_w1(tmp_path):
 
 
 @pytest.mark.skipif(_cuda_gpus() < 2, reason="needs 2 CUDA GPUs")
+@pytest.mark.e2e
 def test_example_runs_as_a_candidate_at_w2(tmp_path):
     result = bench_example.run(nproc=2, out_dir=tmp_path)
     assert result["outcome"] == "passed", result

@@ -181,6 +181,7 @@ def test_gemm_reduce_scatter_counts_bfloat16_partials_which_the_task_allows():
 
 # ---- every reference at W = 2 and 4 on CPU (test_world8_cpu does W = 8) --------------------------
 @pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.e2e
 def test_every_cpu_reference_runs_at_world_size(tmp_path, world):
     ids = [pid for pid in all_problems()
            if world in yaml.safe_load((PROBLEMS / pid / "problem.yaml").read_text())["world_sizes"]

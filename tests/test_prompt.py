@@ -47,6 +47,7 @@ def _contract(problem, text: str) -> str:
 
 
 # ---- rules an honest answer is judged by ---------------------------------------------------------
+@pytest.mark.e2e
 def test_every_prompt_states_calls_streams_and_global_state_rules(prompts):
     for (pid, device), (p, text) in prompts.items():
         assert "back to back with no barrier" in text and "first call at each size is untimed" in text, pid
@@ -59,6 +60,7 @@ def test_every_prompt_states_calls_streams_and_global_state_rules(prompts):
             assert "no torch.cuda.synchronize() is needed" in text and "wait_stream" in text, pid
 
 
+@pytest.mark.e2e
 def test_problems_with_their_own_check_never_claim_allclose(prompts):
     own = {pid for (pid, _), (p, _) in prompts.items() if prompt.has_own_check(p)}
     assert own == OWN_CHECK
@@ -70,6 +72,7 @@ def test_problems_with_their_own_check_never_claim_allclose(prompts):
             assert "allclose with atol" in contract, (pid, device)
 
 
+@pytest.mark.e2e
 def test_multicast_rule_is_stated_in_words_the_scan_does_not_refuse(prompts):
     for (pid, device), (p, text) in prompts.items():
         ours = text.replace(p.description.strip(), "")    # problem texts are another issue's (24)
@@ -78,6 +81,7 @@ def test_multicast_rule_is_stated_in_words_the_scan_does_not_refuse(prompts):
             assert "NVLink SHARP is switched off" in text and "comments are not judged" in text, pid
 
 
+@pytest.mark.e2e
 def test_primitives_example_is_in_every_gpu_prompt_of_a_rewrite_problem_only(prompts):
     example = prompt.PRIMITIVES_EXAMPLE.read_text().strip()
     for (pid, device), (p, text) in prompts.items():
@@ -94,6 +98,7 @@ def test_budgets_in_the_contract_are_the_runs():
     assert "a budget of 90 s" in text and "deadline of 45 s" in text
 
 
+@pytest.mark.e2e
 def test_arguments_are_named_from_the_signature(prompts):
     _, text = prompts[("collective/all_reduce", "cpu")]
     assert "    - x: bfloat16 tensor [4096]" in text and "arg 0" not in text
@@ -123,6 +128,7 @@ def test_gpu_hardware_section_gives_what_a_kernel_writer_plans_with():
     assert "450 GB/s published" in text and "measured" not in text.split("NVLink bandwidth")[1].split("\n")[0]
 
 
+@pytest.mark.e2e
 def test_cpu_prompt_has_no_kernel_build_string(prompts):
     _, text = prompts[("collective/all_reduce", "cpu")]
     assert CPU_MACHINE["platform"] not in text and "PyTorch 2.13.0+cpu" in text
@@ -233,6 +239,7 @@ def test_feedback_cleaning_keeps_candidate_frames_in_compile_errors():
 
 
 # ---- the committed samples ---------------------------------------------------------------------------
+@pytest.mark.e2e
 def test_prompt_samples_match_the_code(capsys):
     """docs/prompts/*.md are what the code renders; after a deliberate change:
     python bench/gen_prompt_samples.py (and review the diff)."""

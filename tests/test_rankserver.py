@@ -98,6 +98,7 @@ def attacked(tmp_path_factory):
     return {"items": by_problem(doc), "root": root, "mark": mark, "doc": doc}
 
 
+@pytest.mark.e2e
 def test_forged_requests_are_ignored_and_the_next_item_runs(attacked):
     items = attacked["items"]
     assert items["collective/a_forges"]["outcome"] == "passed", explain(items["collective/a_forges"])
@@ -110,6 +111,7 @@ def _scoped(it: dict) -> bool:
     return "signal-scope" in (it.get("isolation") or [])
 
 
+@pytest.mark.e2e
 def test_killing_the_zygote_fails_at_most_that_item(attacked):
     """Where the kernel scopes signals, the kill is refused and the item passes; elsewhere the
     candidate kills the zygote and fails only its own item. The next item passes either way."""
@@ -122,6 +124,7 @@ def test_killing_the_zygote_fails_at_most_that_item(attacked):
     assert items["collective/d_good"]["outcome"] == "passed", explain(items["collective/d_good"])
 
 
+@pytest.mark.e2e
 def test_stopping_the_zygote_fails_at_most_that_item(attacked):
     items = attacked["items"]
     it = items["collective/e_stops_zygote"]
@@ -132,11 +135,13 @@ def test_stopping_the_zygote_fails_at_most_that_item(attacked):
     assert items["collective/f_good"]["outcome"] == "passed", explain(items["collective/f_good"])
 
 
+@pytest.mark.e2e
 def test_every_item_ran_in_a_forked_rank_and_nothing_is_left(attacked):
     assert attacked["doc"]["config"]["settings"]["launcher"] == "fork"
     assert not leftover_processes(str(attacked["root"]))
 
 
+@pytest.mark.e2e
 def test_zygote_start_failure_is_a_clear_error(tmp_path):
     """A broken torch install: the zygote dies importing it, and the error says why."""
     (tmp_path / "torch").mkdir()
@@ -151,6 +156,7 @@ def test_zygote_start_failure_is_a_clear_error(tmp_path):
         server.close()
 
 
+@pytest.mark.e2e
 def test_zygote_answers_and_drops_lines_without_its_secret():
     server = launch.rank_server()
     try:
@@ -166,6 +172,7 @@ def test_zygote_answers_and_drops_lines_without_its_secret():
     assert server.proc is None
 
 
+@pytest.mark.e2e
 def test_zygote_leaves_when_its_launcher_closes_the_pipe():
     server = launch.rank_server()
     server.start()
@@ -177,6 +184,7 @@ def test_zygote_leaves_when_its_launcher_closes_the_pipe():
     server.proc = None
 
 
+@pytest.mark.e2e
 def test_exit_summary_has_torchruns_facts(tmp_path):
     """exits.json (every launcher's format) holds what torchrun's failure summary says: non-zero
     exits and the first failure; the fork launcher's and the torchrun launcher's read alike."""
@@ -193,6 +201,7 @@ def test_exit_summary_has_torchruns_facts(tmp_path):
     assert parsed is not None and (parsed.failed(), parsed.root_cause) == ({0: -15, 1: 7}, 1)
 
 
+@pytest.mark.e2e
 def test_unknown_launcher_is_a_usage_error(tmp_path):
     from kbrun import inner_env, plugin_args
     proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "--kb-launcher=mpirun", "--co", "-q"],

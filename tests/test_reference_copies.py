@@ -103,6 +103,7 @@ def copies_run(tmp_path_factory):
     return proc, doc, {i["problem"]: i for i in doc["items"]}
 
 
+@pytest.mark.e2e
 def test_a_copied_reference_fails_as_reference_copy_through_kb_solutions(copies_run):
     proc, doc, items = copies_run
     for pid in ("collective/copied", "ep/aux_copied"):

@@ -7,7 +7,10 @@ import subprocess
 import sys
 import time
 
+import pytest
 from kbrun import by_problem, inner_env, leftover_processes, make_tree, plugin_args, run
+
+pytestmark = pytest.mark.e2e      # every test here runs an inner pytest or ranks (tests/e2e_guard.py)
 
 GOOD = "import torch.distributed as dist\ndef solution(x):\n    out = x.clone()\n    dist.all_reduce(out)\n    return out\n"
 SLOW = "import time\nimport torch.distributed as dist\ndef solution(x):\n    time.sleep(0.5)\n" \

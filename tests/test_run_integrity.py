@@ -42,6 +42,7 @@ def mixed(tmp_path_factory):
             "tmpdir": tmpdir, "solutions": solutions, "problems": problems}
 
 
+@pytest.mark.e2e
 def test_every_selected_item_is_in_the_table_jsonl_and_json_and_counts(mixed):
     items, agg = mixed["items"], mixed["doc"]["aggregates"]
     assert set(items) == {f"collective/{n}" for n in ("ring", "forbidden", "missing", "broken")} | {"p2p/no_cpu"}
@@ -70,6 +71,7 @@ def test_every_selected_item_is_in_the_table_jsonl_and_json_and_counts(mixed):
     assert out.count("Traceback") == 0
 
 
+@pytest.mark.e2e
 def test_every_jsonl_line_carries_the_run_id_and_configuration(mixed):
     lines = [json.loads(ln) for ln in (mixed["root"] / "report.jsonl").read_text().splitlines()]
     run_ids = {ln["run_id"] for ln in lines}
@@ -77,18 +79,21 @@ def test_every_jsonl_line_carries_the_run_id_and_configuration(mixed):
     assert all(ln["run_config"]["solutions"] == str(mixed["solutions"].resolve()) for ln in lines)
 
 
+@pytest.mark.e2e
 def test_forbidden_call_fails_on_cpu(mixed):
     it = mixed["items"]["collective/forbidden"]
     assert (it["outcome"], it["failure"]) == ("failed", "forbidden_call"), explain(it)
     assert "all_reduce" in it["message"]
 
 
+@pytest.mark.e2e
 def test_problem_without_a_legal_cpu_candidate_skips_with_its_reason(mixed):
     it = mixed["items"]["p2p/no_cpu"]
     assert it["outcome"] == "skipped" and it["message"].startswith("no legal candidate on CPU: the transport is the task")
     assert re.search(r"^p2p/no_cpu .*skipped .*no legal candidate on CPU", mixed["proc"].stdout, re.M)
 
 
+@pytest.mark.e2e
 def test_cpu_times_get_no_verdict_and_no_speed_aggregates(mixed):
     it, agg = mixed["items"]["collective/ring"], mixed["doc"]["aggregates"]
     assert it["score"] is None and it["verdict"] is None and it["speed"] == "cpu: not a speed"
@@ -98,10 +103,12 @@ def test_cpu_times_get_no_verdict_and_no_speed_aggregates(mixed):
     assert "cpu: not a speed" in mixed["proc"].stdout
 
 
+@pytest.mark.e2e
 def test_job_temporary_folders_do_not_pile_up(mixed):
     assert not list(mixed["tmpdir"].glob("torchelastic_*"))
 
 
+@pytest.mark.e2e
 def test_resume_with_another_candidate_is_refused_naming_the_setting(mixed):
     root = mixed["root"]
     proc = subprocess.run(pytest_cmd(str(mixed["problems"]), f"--kb-resume={root / 'report.jsonl'}",
@@ -113,6 +120,7 @@ def test_resume_with_another_candidate_is_refused_naming_the_setting(mixed):
     assert "Traceback" not in out
 
 
+@pytest.mark.e2e
 def test_reusing_a_report_path_without_resume_is_refused(mixed):
     root = mixed["root"]
     before = (root / "report.jsonl").read_text()
@@ -122,6 +130,7 @@ def test_reusing_a_report_path_without_resume_is_refused(mixed):
     assert (root / "report.jsonl").read_text() == before
 
 
+@pytest.mark.e2e
 def test_no_file_at_all_still_gives_a_table_and_a_json(tmp_path):
     problems, _ = make_tree(tmp_path, {"a": RING, "b": RING})
     empty = tmp_path / "empty"
@@ -138,6 +147,7 @@ def test_no_file_at_all_still_gives_a_table_and_a_json(tmp_path):
     (["--kb-device=cuda"], "--kb-device=cuda: torch sees no CUDA GPU on this machine"),
     (["--kb-sizes=huge", "-n", "2"], "--kb-sizes: no selected problem has a size 'huge'"),
 ])
+@pytest.mark.e2e
 def test_option_values_no_selected_problem_accepts_are_usage_errors(tmp_path, args, message):
     if "--kb-device=cuda" in args:
         import torch
@@ -151,6 +161,7 @@ def test_option_values_no_selected_problem_accepts_are_usage_errors(tmp_path, ar
     assert not (tmp_path / "reports").exists()
 
 
+@pytest.mark.e2e
 def test_plugin_is_inert_in_a_pytest_run_without_problems(tmp_path):
     (tmp_path / "test_plain.py").write_text("def test_one():\n    assert True\n")
     for args in ([], ["--collect-only"], ["--markers"]):
@@ -164,6 +175,7 @@ def test_plugin_is_inert_in_a_pytest_run_without_problems(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir() if p.name not in others) == ["test_plain.py"]
 
 
+@pytest.mark.e2e
 def test_collect_only_of_problems_writes_nothing(tmp_path):
     proc = subprocess.run(pytest_cmd(str(PROBLEMS), "--collect-only"), cwd=tmp_path, capture_output=True,
                           text=True, timeout=120, env=inner_env())
@@ -171,6 +183,7 @@ def test_collect_only_of_problems_writes_nothing(tmp_path):
     assert not (tmp_path / "reports").exists() and not (REPO / "reports" / "jobs").exists()
 
 
+@pytest.mark.e2e
 def test_collection_errors_no_longer_flip_a_global_option(tmp_path):
     """A broken module elsewhere in the same run still stops pytest as it always does."""
     (tmp_path / "test_bad.py").write_text("import not_a_module_anywhere\n")
@@ -179,6 +192,7 @@ def test_collection_errors_no_longer_flip_a_global_option(tmp_path):
     assert proc.returncode == 2 and "Interrupted: 1 error during collection" in proc.stdout, proc.stdout
 
 
+@pytest.mark.e2e
 def test_print_prompt_says_where_the_prompts_went(tmp_path):
     problems, _ = make_tree(tmp_path, {"p": RING})
     proc, _ = run(tmp_path, str(problems), "--kb-model=openai/never-called", "--kb-print-prompt", "--kb-nproc=2",
@@ -196,6 +210,7 @@ def test_pyproject_declares_the_tested_pytest_range_and_the_installed_one_is_in_
     assert pytest.__version__ in SpecifierSet(spec), (pytest.__version__, spec)
 
 
+@pytest.mark.e2e
 def test_yaml_that_forbids_every_cpu_transport_must_say_so(tmp_path):
     problems, _ = make_tree(tmp_path, {"p": RING}, base="p2p/ring_send_recv")
     y = problems / "p2p" / "p" / "problem.yaml"
@@ -238,12 +253,14 @@ def test_errors_count_in_every_rate():
     assert a["skip_reasons"] == {"needs 4 CUDA GPUs": 1}
 
 
+@pytest.mark.e2e
 def test_the_report_validates_against_the_published_schema(mixed):
     import jsonschema
     schema = json.loads((REPO / "pytest_kernelbench" / "schemas" / "report.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(mixed["doc"])
 
 
+@pytest.mark.e2e
 def test_a_run_whose_items_all_pass_leaves_no_empty_run_folder(tmp_path):
     problems, solutions = make_tree(tmp_path, {"p": RING})
     proc, doc = run(tmp_path, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2", "--kb-timing=off")

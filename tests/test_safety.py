@@ -228,17 +228,20 @@ def judged(tmp_path_factory):
     return root, items, proc
 
 
+@pytest.mark.e2e
 def test_honest_candidate_passes(judged):
     _, items, proc = judged
     assert items["honest"]["outcome"] == "passed", (items["honest"].get("message"), proc.stdout[-2000:])
 
 
+@pytest.mark.e2e
 def test_comment_about_multicast_passes(judged):
     _, items, proc = judged
     assert items["comment_multicast"]["outcome"] == "passed", (items["comment_multicast"].get("message"),
                                                                proc.stdout[-2000:])
 
 
+@pytest.mark.e2e
 def test_text_mention_is_refused_before_launch(judged):
     root, items, _ = judged
     item = items["text_multimem"]
@@ -250,6 +253,7 @@ def test_text_mention_is_refused_before_launch(judged):
 
 
 @pytest.mark.parametrize("name", sorted(UNSAFE_IN_RANK))
+@pytest.mark.e2e
 def test_multicast_attempt_in_rank_is_unsafe(judged, name):
     item = judged[1][name]
     assert (item["outcome"], item["failure"]) == ("failed", "unsafe"), (item.get("failure"), item.get("message"))

@@ -33,6 +33,7 @@ def cluster():
     assert not left, f"processes of the simulated cluster left after stop: {left}"
 
 
+@pytest.mark.e2e
 def test_cluster_has_two_nodes(cluster):
     r = cluster.run(["srun", "-N2", "--ntasks-per-node=1", "bash", "-c", 'echo "$SLURM_PROCID $SLURMD_NODENAME"'])
     assert r.returncode == 0, r.stderr
@@ -54,6 +55,7 @@ def _inner(cluster: SlurmCluster, report: Path, *args: str, salloc: list[str] | 
     return proc, (json.loads(report.read_text()) if report.exists() else None)
 
 
+@pytest.mark.e2e
 def test_worker_steps_spread_items_over_both_nodes(cluster, tmp_path):
     """(a) A CPU selection through Slurm worker steps runs on both nodes, each record names its node
     and step, and the verdicts are those of a local run."""
@@ -78,6 +80,7 @@ def test_worker_steps_spread_items_over_both_nodes(cluster, tmp_path):
     assert local_doc["machine"]["cluster"] is None
 
 
+@pytest.mark.e2e
 def test_worker_steps_need_an_allocation(cluster, tmp_path):
     proc, doc = _inner(cluster, tmp_path / "r.json", SELECTION[0], "--kb-device=cpu", "--kb-slurm-workers=2")
     assert proc.returncode == 4 and "inside a Slurm allocation" in proc.stderr, proc.stderr[-1000:]
@@ -140,6 +143,7 @@ def spanned(cluster, tmp_path_factory):
     return {"items": by_problem(doc), "root": root, "proc": proc}
 
 
+@pytest.mark.e2e
 def test_item_spanning_two_nodes_passes_with_one_rank_per_node(spanned):
     it = spanned["items"]["collective/good"]
     assert it["outcome"] == "passed", explain(it)
@@ -147,6 +151,7 @@ def test_item_spanning_two_nodes_passes_with_one_rank_per_node(spanned):
     assert "each item's ranks over 2 nodes" in spanned["proc"].stdout
 
 
+@pytest.mark.e2e
 def test_candidate_cannot_read_the_key_from_the_steps_stdin(spanned):
     """The key reaches each checker on the step's stdin; its candidate process (stdin /dev/null,
     the checker's copy of the pipe closed in it, Landlock around /proc/<checker>/fd) reads nothing."""
@@ -154,6 +159,7 @@ def test_candidate_cannot_read_the_key_from_the_steps_stdin(spanned):
     assert it["outcome"] == "passed", explain(it)
 
 
+@pytest.mark.e2e
 def test_crashing_rank_is_named_with_its_exit_code(spanned):
     it = spanned["items"]["collective/exits_on_rank1"]
     assert it["failure"] == "crash", explain(it)
@@ -166,6 +172,7 @@ def test_crashing_rank_is_named_with_its_exit_code(spanned):
     assert job["pg_timeout_s"] >= 60, "ranks on several nodes get a longer process-group timeout"
 
 
+@pytest.mark.e2e
 def test_hang_meets_the_deadline_with_stack_dumps_and_leaves_nothing(spanned, cluster):
     it = spanned["items"]["collective/hangs"]
     assert it["failure"] == "timeout", explain(it)
@@ -180,6 +187,7 @@ def test_hang_meets_the_deadline_with_stack_dumps_and_leaves_nothing(spanned, cl
     assert not leftover_processes(str(spanned["root"]))
 
 
+@pytest.mark.e2e
 def test_launcher_writes_the_root_cause_from_sruns_lines(cluster, tmp_path):
     """srun says how tasks ended only in `srun: error: NODE: task R: ...` lines; the launcher keeps
     the first task that failed on its own (rank 1, code 9), not the one it then terminated."""
@@ -214,6 +222,7 @@ def test_pools_of_two_hosts_sharing_a_home_do_not_interfere(tmp_path):
     assert n2.try_acquire(2, "e") is None and n2.try_acquire(1, "f") == [1]
 
 
+@pytest.mark.e2e
 def test_gpu_leases_on_two_nodes_at_once(cluster, tmp_path):
     """Through real steps on n1 and n2 (one host name, as in a shared-home cluster): both take the
     whole pool at the same time, none waits for the other's lease."""
@@ -242,12 +251,14 @@ def test_ranks_environment_has_no_slurm_variables(monkeypatch):
     assert not [k for k in env if k.startswith("SLURM_")]
 
 
+@pytest.mark.e2e
 def test_nodes_need_the_slurm_launcher(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "--kb-nodes=2", "--co", "-q"],
                           cwd=tmp_path, capture_output=True, text=True, env=inner_env())
     assert proc.returncode == 4 and "only with --kb-launcher=slurm" in proc.stderr, proc.stderr[-500:]
 
 
+@pytest.mark.e2e
 def test_readme_sbatch_recipe(cluster, tmp_path):
     """The README's sbatch script, shrunk to this cluster: a batch job whose pytest spreads the items
     over worker steps on both nodes."""

@@ -17,6 +17,7 @@ from pytest_kernelbench import metrics, protocol  # noqa: E402
 PACKAGE = REPO / "pytest_kernelbench"
 
 
+@pytest.mark.e2e
 def test_protocol_imports_without_torch():
     code = "import sys; sys.modules['torch'] = None; import pytest_kernelbench.protocol as p; print(p.JobSpec.pg_timeout_s)"
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -81,11 +82,13 @@ def _tool(module: str, *args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.e2e
 def test_ruff_finds_nothing():
     proc = _tool("ruff", "check", "pytest_kernelbench", "tests", "bench")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.e2e
 def test_mypy_on_the_typed_modules():
     proc = _tool("mypy", "--no-error-summary", *TYPED)
     assert proc.returncode == 0, proc.stdout + proc.stderr

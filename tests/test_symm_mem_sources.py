@@ -126,6 +126,7 @@ def test_forbidden_word_in_source_is_refused(tree):
     assert all((tree / rel).read_bytes() == (ROOT / rel).read_bytes() for rel in gen.SOLUTIONS)
 
 
+@pytest.mark.e2e
 def test_cli_check_passes_on_the_shipped_tree():
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "gen_symm_mem.py"), "--check"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -15,8 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from kbrun import PROBLEMS, REPO, by_problem, leftover_processes, make_tree, run
+
+pytestmark = pytest.mark.e2e      # every test here runs an inner pytest or ranks (tests/e2e_guard.py)
 
 HERE = Path(__file__).resolve().parent
 POOL = HERE / "world8_pool.py"

@@ -46,3 +46,16 @@ def rank_logs(item: dict) -> str:
     if not job:
         return ""
     return "\n".join(p.read_text(errors="replace") for p in sorted(Path(job, "logs").glob("rank*.log*")))
+
+
+def item(judged, name):
+    return judged["items"][f"collective/{name}"]
+
+
+def failed(judged, name, category, *words):
+    it = item(judged, name)
+    assert it["outcome"] == "failed", f"{name} was not caught: {it['outcome']} {it.get('message')}"
+    assert it["failure"] == category, f"{name}: expected {category}, got {it['failure']}: {it['message']}"
+    for w in words:
+        assert w in it["message"], f"{name}: {w!r} not in {it['message']!r}"
+    return it

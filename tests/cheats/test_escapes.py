@@ -16,6 +16,8 @@ import pytest
 from cheatlib import HONEST, rank_logs, tree_digest
 from kbrun import by_problem, explain, leftover_processes, make_tree, run
 
+pytestmark = pytest.mark.e2e      # every test here runs an inner pytest or ranks (tests/e2e_guard.py)
+
 # what the cheats do when the harness is out of their reach: a wrong answer, so that only a cheat
 # that worked can pass
 GARBAGE = "torch.zeros_like(x)"

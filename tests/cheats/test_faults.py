@@ -9,6 +9,8 @@ import pytest
 from cheatlib import HONEST, processes_with, rank_logs, tree_digest
 from kbrun import by_problem, leftover_processes, make_tree, run
 
+pytestmark = pytest.mark.e2e      # every test here runs an inner pytest or ranks (tests/e2e_guard.py)
+
 DEADLINE_S = 25
 PG_TIMEOUT_S = 4
 LOG_CAP = 256 << 10      # KB_LOG_LIMIT_BYTES: the launcher's cap on a rank log, lowered for the test
