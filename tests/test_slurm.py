@@ -266,3 +266,39 @@ cd {REPO}
     items = json.loads(report.read_text())["items"]
     assert [i["outcome"] for i in items] == ["passed", "passed"], out[-2000:]
     assert {i["host"] for i in items} == {"n1", "n2"}
+
+
+# ---- 4. placement over nodes, and what the ranks learn of the layout ---------------------------------
+def _place(problem_id: str, nodes: int, nproc: int | None = None, **patch):
+    import dataclasses
+    from types import SimpleNamespace
+
+    from pytest_kernelbench.options import Settings
+    from pytest_kernelbench.session import KBSession
+    from pytest_kernelbench.spec.problem import load_problem
+    problem = load_problem(REPO / "problems" / problem_id / "problem.yaml", REPO / "problems")
+    problem = dataclasses.replace(problem, **patch)
+    settings = Settings(device="cpu", nodes=nodes, nproc=nproc, launcher="slurm" if nodes > 1 else "fork")
+    return KBSession.place(SimpleNamespace(settings=settings, gpu_count=0), problem)   # type: ignore[arg-type]
+
+
+def test_world_sizes_must_split_evenly_over_the_nodes():
+    from pytest_kernelbench.session import Skip
+    assert _place("collective/all_reduce", nodes=2, nproc=4).world_size == 4
+    with pytest.raises(Skip, match=r"world size 3 is not valid here \(valid: 2, 4 over --kb-nodes=2\)"):
+        _place("collective/all_reduce", nodes=2, nproc=3, world_sizes=(2, 3, 4))
+    with pytest.raises(Skip, match=r"no world size splits evenly over --kb-nodes=3 \(world sizes: 2, 4, 8\)"):
+        _place("collective/all_reduce", nodes=3)
+    # without --kb-nproc: the largest world size that fits and splits
+    assert _place("collective/all_reduce", nodes=2, world_sizes=(2, 3)).world_size == 2
+    assert _place("collective/all_reduce", nodes=1, world_sizes=(2, 3)).world_size == 3
+
+
+def test_ranks_learn_the_layout_from_slurms_variables():
+    from pytest_kernelbench.launch.env import job_env
+    from pytest_kernelbench.rank.steps import slurm_env
+    env = slurm_env({"SLURM_PROCID": "3", "SLURM_STEP_NUM_TASKS": "4", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
+                     "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_STEP_NUM_NODES": "2"})
+    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"], env["GROUP_RANK"],
+            env["KB_NODES"]) == ("3", "4", "1", "2", "1", "2")
+    assert job_env("tok", None, None)["KB_NODES"] == "1"       # fork/torchrun: one node, LOCAL_WORLD_SIZE = W
