@@ -302,3 +302,105 @@ def test_ranks_learn_the_layout_from_slurms_variables():
     assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"], env["GROUP_RANK"],
             env["KB_NODES"]) == ("3", "4", "1", "2", "1", "2")
     assert job_env("tok", None, None)["KB_NODES"] == "1"       # fork/torchrun: one node, LOCAL_WORLD_SIZE = W
+
+
+# ---- 5. multi-node problems: valid only over >= 2 nodes, run on the simulated cluster ----------------
+MULTI_NODE = ["problems/collective/hierarchical_all_reduce", "problems/collective/internode_all_to_all"]
+# wrong where it matters: each sums (exchanges) only inside its own node, as if the network were not there
+WRONG_ACROSS_NODES = {
+    "hierarchical_all_reduce": """
+import os
+import torch.distributed as dist
+_g = {}
+
+def solution(x):
+    w, r, lw = dist.get_world_size(), dist.get_rank(), int(os.environ["LOCAL_WORLD_SIZE"])
+    if "intra" not in _g:
+        for m in range(w // lw):
+            g = dist.new_group(list(range(m * lw, (m + 1) * lw)))
+            if r // lw == m:
+                _g["intra"] = g
+    out = x.clone()
+    dist.all_reduce(out, group=_g["intra"])
+    return out
+""",
+    "internode_all_to_all": """
+import torch
+import torch.distributed as dist
+
+def solution(x):
+    # the world exchange, but every chunk from another node left as zeros
+    out = torch.empty_like(x)
+    dist.all_to_all_single(out, x)
+    lw = int(__import__("os").environ["LOCAL_WORLD_SIZE"])
+    c, node = x.numel() // dist.get_world_size(), dist.get_rank() // lw
+    view = out.view(-1, c)
+    for j in range(view.shape[0]):
+        if j // lw != node:
+            view[j].zero_()
+    return out
+""",
+}
+# right: the flat world operation (what NCCL does without knowing the nodes) equals the hierarchical reference
+FLAT = {
+    "hierarchical_all_reduce": "import torch.distributed as dist\n\n\ndef solution(x):\n"
+                               "    out = x.clone()\n    dist.all_reduce(out)\n    return out\n",
+    "internode_all_to_all": "import torch\nimport torch.distributed as dist\n\n\ndef solution(x):\n"
+                            "    out = torch.empty_like(x)\n    dist.all_to_all_single(out, x)\n    return out\n",
+}
+SKIP_ONE_NODE = "needs --kb-nodes >= 2 (ranks on two or more nodes)"
+
+
+def test_multi_node_problems_skip_in_a_one_node_run(tmp_path):
+    """Not a failure and not counted: a one-node run skips them with the reason."""
+    report = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q", "-rs",
+                           f"--kb-report={report}", *MULTI_NODE, "--kb-device=cpu"],
+                          cwd=REPO, env=inner_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 5) and report.exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
+    doc = json.loads(report.read_text())
+    assert [(i["outcome"], i["message"]) for i in doc["items"]] == [("skipped", SKIP_ONE_NODE)] * 2
+    assert doc["aggregates"]["total"] == 0 and doc["aggregates"]["failed"] == 0, doc["aggregates"]
+
+
+@pytest.fixture(scope="module")
+def multi_node(cluster, tmp_path_factory):
+    root = tmp_path_factory.mktemp("multinode")
+    for folder, sources in (("wrong", WRONG_ACROSS_NODES), ("flat", FLAT)):
+        (root / folder / "collective").mkdir(parents=True)
+        for name, source in sources.items():
+            (root / folder / "collective" / f"{name}.py").write_text(source)
+    common = [*MULTI_NODE, "--kb-device=cpu", "--kb-nproc=4", "--kb-launcher=slurm", "--kb-nodes=2",
+              f"--kb-timeout={SPAN_TIMEOUT_S * 3}"]
+    alloc = ["salloc", "-N2", "--ntasks-per-node=2"]
+    ref, ref_doc = _inner(cluster, root / "ref.json", *common, "--kb-candidate=reference", salloc=alloc)
+    out = {"reference": by_problem(ref_doc)} if ref_doc else {}
+    assert ref_doc, ref.stdout[-3000:] + ref.stderr[-2000:]
+    for folder in ("wrong", "flat"):
+        proc, doc = _inner(cluster, root / f"{folder}.json", *common, f"--kb-solutions={root / folder}",
+                           "--kb-solutions-only", salloc=alloc)
+        assert doc, proc.stdout[-3000:] + proc.stderr[-2000:]
+        out[folder] = by_problem(doc)
+    return out
+
+
+@pytest.mark.parametrize("problem", [p.split("/", 1)[1] for p in MULTI_NODE])
+def test_multi_node_problem_reference_passes_over_two_nodes(multi_node, problem):
+    it = multi_node["reference"][problem]
+    assert it["outcome"] == "passed", explain(it)
+    assert it["hosts"] == ["n1", "n1", "n2", "n2"], it["hosts"]      # 2 ranks per node, ranks 0-1 on n1
+    cost = it["sizes"][0]["cost"]           # cost() got nodes=2: bytes over the network apart
+    assert cost["inter_node_bytes"] > 0 and cost["link_bytes"] > 0, cost
+
+
+@pytest.mark.parametrize("problem", [p.split("/", 1)[1] for p in MULTI_NODE])
+def test_multi_node_problem_fails_a_candidate_that_ignores_the_other_node(multi_node, problem):
+    it = multi_node["wrong"][problem]
+    assert it["outcome"] == "failed" and it["failure"] == "mismatch", explain(it)
+
+
+@pytest.mark.parametrize("problem", [p.split("/", 1)[1] for p in MULTI_NODE])
+def test_multi_node_reference_computes_the_flat_operation(multi_node, problem):
+    """The hierarchical reference is the world all-reduce / all-to-all: the flat one passes against it."""
+    it = multi_node["flat"][problem]
+    assert it["outcome"] == "passed", explain(it)
