@@ -220,6 +220,10 @@ def ceilings(machine: dict, measured: dict) -> dict:
     # the measured ping-pong where there are two GPUs, else the interconnect's typical figure
     out["latency_s"] = measured.get("latency_s") or pub.get("latency_s")
     sources["latency_s"] = "measured" if measured.get("latency_s") else pub.get("source", "published")
+    # inter-node: what a multi-node calibration measured (the NICs), else the published NIC figure
+    if pub:
+        out["inter_node_bw"] = measured.get("inter_node_bw") or pub.get("inter_node_bw")
+        sources["inter_node_bw"] = "measured" if measured.get("inter_node_bw") else pub.get("inter_node_source", "published")
     out["source"] = ", ".join(f"{k} {v}" for k, v in sources.items() if out.get(k)) or "none"
     return out
 
