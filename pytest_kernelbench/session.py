@@ -77,6 +77,9 @@ class KBSession:
         if made is None:
             raise ValueError(f"--kb-launcher={settings.launcher!r}: expected {registry.known()}")
         self.launcher: Launcher = made
+        if not made.local_gpus and (self.machine.get("facts_from") or {}).get("node"):
+            # Slurm gives each step its GPUs: placement counts a node's (probed there) per node spanned
+            self.gpu_count = int(self.machine.get("gpu_count") or 0) * max(1, settings.nodes)
 
     def warm_launcher(self) -> None:
         """Start what the launcher keeps between jobs (the fork launcher's zygote) ahead of the first

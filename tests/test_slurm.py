@@ -76,6 +76,10 @@ def test_worker_steps_spread_items_over_both_nodes(cluster, tmp_path):
     assert re.search(r"kernelbench: Slurm job \d+: 2 nodes \(n\[1-2\]\); items over 2 worker steps", proc.stdout), \
         proc.stdout[:1500]
     assert local_doc["machine"]["cluster"] is None
+    # machine facts from a compute node (a one-task step ran the probe there), named in the header
+    assert doc["machine"]["facts_from"]["node"] in ("n1", "n2"), doc["machine"].get("facts_from")
+    assert re.search(r"kernelbench: CPU only: .* \[facts from node n[12]\]", proc.stdout), proc.stdout[:1500]
+    assert "facts_from" not in local_doc["machine"]
 
 
 def test_worker_steps_need_an_allocation(cluster, tmp_path):
@@ -374,8 +378,8 @@ def multi_node(cluster, tmp_path_factory):
               f"--kb-timeout={SPAN_TIMEOUT_S * 3}"]
     alloc = ["salloc", "-N2", "--ntasks-per-node=2"]
     ref, ref_doc = _inner(cluster, root / "ref.json", *common, "--kb-candidate=reference", salloc=alloc)
-    out = {"reference": by_problem(ref_doc)} if ref_doc else {}
     assert ref_doc, ref.stdout[-3000:] + ref.stderr[-2000:]
+    out = {"reference": by_problem(ref_doc), "machine": ref_doc["machine"], "stdout": ref.stdout}
     for folder in ("wrong", "flat"):
         proc, doc = _inner(cluster, root / f"{folder}.json", *common, f"--kb-solutions={root / folder}",
                            "--kb-solutions-only", salloc=alloc)
@@ -404,3 +408,20 @@ def test_multi_node_reference_computes_the_flat_operation(multi_node, problem):
     """The hierarchical reference is the world all-reduce / all-to-all: the flat one passes against it."""
     it = multi_node["flat"][problem]
     assert it["outcome"] == "passed", explain(it)
+
+
+def test_machine_facts_come_from_a_node_under_the_slurm_launcher(multi_node):
+    """--kb-launcher=slurm: the ranks run on the nodes, so the report's machine facts are a node's
+    (probed by one `srun -N1 -n1` step at start), and the header says which node."""
+    src = multi_node["machine"]["facts_from"]
+    assert src["node"] in ("n1", "n2") and re.fullmatch(r"\d+\.\d+", src["step"]), src
+    assert re.search(r"kernelbench: CPU only: .* \[facts from node n[12]\]", multi_node["stdout"]), \
+        multi_node["stdout"][:1500]
+
+
+def test_facts_come_from_a_node_only_inside_an_allocation_whose_items_run_on_nodes():
+    from pytest_kernelbench.launch.slurm_workers import facts_from_a_node
+    inside = {"SLURM_JOB_ID": "7"}
+    assert facts_from_a_node("slurm", None, inside) and facts_from_a_node("fork", 2, inside)
+    assert not facts_from_a_node("fork", None, inside)          # items run here, on this node
+    assert not facts_from_a_node("slurm", None, {"PATH": "/bin"}) or "SLURM_JOB_ID" in os.environ

@@ -210,12 +210,16 @@ def machine_info() -> dict:
 
 def describe(info: dict) -> str:
     """One line for the pytest header."""
+    src = info.get("facts_from")      # a Slurm run: the facts of a compute node (launch/slurm_workers.py)
+    where = "" if not src else f" [facts from node {src['node']}]" if src.get("node") else \
+        f" [facts from this controller: the node probe failed: {src.get('error')}]"
     if info.get("gpu_count"):
         c = info.get("ceilings") or {}
         roof = f", ceilings {c.get('source', 'none')}" if c else ""
         return (f"{info['gpu_count']}x {info['gpu_model']} (driver {info.get('driver')}), torch {info.get('torch')}, "
-                f"CUDA {info.get('cuda')}, NCCL {info.get('nccl')}{roof}")
-    return f"CPU only: {info.get('cpu')} x{info.get('cpu_count')}, torch {info.get('torch')} (gloo; times are not GPU speed)"
+                f"CUDA {info.get('cuda')}, NCCL {info.get('nccl')}{roof}{where}")
+    return (f"CPU only: {info.get('cpu')} x{info.get('cpu_count')}, torch {info.get('torch')} "
+            f"(gloo; times are not GPU speed){where}")
 
 
 # CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED (cuda.h, CUDA >= 12.1). Reading an attribute uses no
