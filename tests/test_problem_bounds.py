@@ -147,7 +147,7 @@ UNRECORDED = {
     "fusion/native_gemm_reduce_scatter", "p2p/ipc_peer_copy", "p2p/peer_copy_engine_vs_sm",
     "p2p/pingpong_latency_flags", "p2p/pp_stage_send_ipc", "p2p/put_with_signal", "utility/gpu_barrier_kernel",
     # multi-node (problem.yaml nodes: 2): need a GPU cluster of two or more nodes to time
-    "collective/hierarchical_all_reduce", "collective/internode_all_to_all",
+    "collective/hierarchical_allreduce", "collective/internode_alltoall",
 }
 
 

@@ -309,10 +309,10 @@ def test_ranks_learn_the_layout_from_slurms_variables():
 
 
 # ---- 5. multi-node problems: valid only over >= 2 nodes, run on the simulated cluster ----------------
-MULTI_NODE = ["problems/collective/hierarchical_all_reduce", "problems/collective/internode_all_to_all"]
+MULTI_NODE = ["problems/collective/hierarchical_allreduce", "problems/collective/internode_alltoall"]
 # wrong where it matters: each sums (exchanges) only inside its own node, as if the network were not there
 WRONG_ACROSS_NODES = {
-    "hierarchical_all_reduce": """
+    "hierarchical_allreduce": """
 import os
 import torch.distributed as dist
 _g = {}
@@ -328,7 +328,7 @@ def solution(x):
     dist.all_reduce(out, group=_g["intra"])
     return out
 """,
-    "internode_all_to_all": """
+    "internode_alltoall": """
 import torch
 import torch.distributed as dist
 
@@ -347,9 +347,9 @@ def solution(x):
 }
 # right: the flat world operation (what NCCL does without knowing the nodes) equals the hierarchical reference
 FLAT = {
-    "hierarchical_all_reduce": "import torch.distributed as dist\n\n\ndef solution(x):\n"
+    "hierarchical_allreduce": "import torch.distributed as dist\n\n\ndef solution(x):\n"
                                "    out = x.clone()\n    dist.all_reduce(out)\n    return out\n",
-    "internode_all_to_all": "import torch\nimport torch.distributed as dist\n\n\ndef solution(x):\n"
+    "internode_alltoall": "import torch\nimport torch.distributed as dist\n\n\ndef solution(x):\n"
                             "    out = torch.empty_like(x)\n    dist.all_to_all_single(out, x)\n    return out\n",
 }
 SKIP_ONE_NODE = "needs --kb-nodes >= 2 (ranks on two or more nodes)"
