@@ -125,6 +125,11 @@ class BenchRun:
                 measured = calibrate.calibrated(machine, force=self.settings.calibrate == "force" and not is_worker)
                 machine["calibration"] = measured
                 machine["ceilings"] = calibrate.ceilings(machine, measured)
+            if probed and self.settings.launcher == "slurm" and self.settings.nodes > 1 and machine.get("gpu_count") \
+                    and self.settings.calibrate != "off":
+                from .metrics import calibrate  # items span nodes: the network's bandwidth, measured once per run
+                machine.setdefault("calibration", {}).update(calibrate.inter_node("cuda", cwd=str(self.rootdir)))
+                machine["ceilings"] = calibrate.ceilings(machine, machine["calibration"])
             self._machine = machine
         return self._machine
 

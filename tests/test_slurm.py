@@ -425,3 +425,15 @@ def test_facts_come_from_a_node_only_inside_an_allocation_whose_items_run_on_nod
     assert facts_from_a_node("slurm", None, inside) and facts_from_a_node("fork", 2, inside)
     assert not facts_from_a_node("fork", None, inside)          # items run here, on this node
     assert not facts_from_a_node("slurm", None, {"PATH": "/bin"}) or "SLURM_JOB_ID" in os.environ
+
+
+def test_inter_node_bandwidth_is_measured_by_a_two_node_step(cluster):
+    """calibrate.inter_node: one task on each node exchanges a buffer through the network (gloo
+    here; NCCL over the NICs on GPUs); the figure and the two nodes come back, and feed the ceilings."""
+    from pytest_kernelbench.metrics import calibrate
+    env = {**os.environ, **cluster.env}
+    got = calibrate.inter_node("cpu", env=env, cwd=str(REPO))
+    assert got.get("inter_node_bw", 0) > 0 and sorted(got["inter_node_nodes"]) == ["n1", "n2"], got
+    c = calibrate.ceilings({"gpu_model": "NVIDIA H100"}, got)
+    assert c["inter_node_bw"] == got["inter_node_bw"] and "inter_node_bw measured" in c["source"]
+    assert not cluster.stray()
