@@ -163,6 +163,8 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if differ:
         raise pytest.UsageError("--kb-slurm-workers: the project and its Python must be at the same path on every "
                                 "node: " + "; ".join(differ))
+    # the report's machine facts: a node's, probed now, while no worker step holds the allocation
+    slurm_workers.node_machine(str(config.invocation_params.dir), config.getoption("kb_calibrate", None) or "auto")
     config.option.tx = slurm_workers.tx_specs(n)
     if config.option.dist == "no":
         config.option.dist = "load"

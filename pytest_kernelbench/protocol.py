@@ -183,6 +183,7 @@ class JobSpec:
     glue_path: str | None = None     # native problems: the glue (calls the library from solution())
     sys_path: list = field(default_factory=list)     # more import paths for the candidate (PKB's utils shim)
     builds: list = field(default_factory=list)       # build caches the candidate may write (torch extensions, Triton)
+    nodes: int = 1               # nodes the ranks span (--kb-nodes): ranks per node = world // nodes
 
     def to_dict(self) -> dict:
         return asdict(self)

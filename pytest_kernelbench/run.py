@@ -107,17 +107,31 @@ class BenchRun:
     @property
     def machine(self) -> dict:
         if self._machine is None:
-            machine = hardware.machine_info()
+            from .launch import slurm_workers
+            is_worker = hasattr(self.config, "workerinput")
+            machine, probed = None, False
+            from_node = not is_worker and slurm_workers.facts_from_a_node(self.settings.launcher,
+                                                                          self.settings.slurm_workers)
+            if from_node:       # the items run on compute nodes: their facts and ceilings, not this login node's
+                got = slurm_workers.node_machine(str(self.rootdir), self.settings.calibrate)
+                machine, probed = (None, False) if "error" in got else (got, True)
+            if machine is None:
+                machine = hardware.machine_info()
+                if from_node:
+                    machine["facts_from"] = {"node": None, "error": got["error"]}
             from .rank.sandbox import expected_layers
             machine["isolation"] = expected_layers()     # what each candidate process gets (records say what it got)
-            from .launch.slurm_workers import cluster_layout
-            machine["cluster"] = cluster_layout()        # the Slurm allocation this run is inside, if any
-            is_worker = hasattr(self.config, "workerinput")
-            if machine.get("gpu_count") and self.settings.calibrate != "off":
+            machine["cluster"] = slurm_workers.cluster_layout()        # the Slurm allocation this run is inside, if any
+            if not probed and machine.get("gpu_count") and self.settings.calibrate != "off":
                 from .metrics import calibrate  # cached on disk under a file lock: measured once per machine
                 measured = calibrate.calibrated(machine, force=self.settings.calibrate == "force" and not is_worker)
                 machine["calibration"] = measured
                 machine["ceilings"] = calibrate.ceilings(machine, measured)
+            if probed and self.settings.launcher == "slurm" and self.settings.nodes > 1 and machine.get("gpu_count") \
+                    and self.settings.calibrate != "off":
+                from .metrics import calibrate  # items span nodes: the network's bandwidth, measured once per run
+                machine.setdefault("calibration", {}).update(calibrate.inter_node("cuda", cwd=str(self.rootdir)))
+                machine["ceilings"] = calibrate.ceilings(machine, machine["calibration"])
             self._machine = machine
         return self._machine
 

@@ -78,6 +78,9 @@ class KBSession:
         if made is None:
             raise ValueError(f"--kb-launcher={settings.launcher!r}: expected {registry.known()}")
         self.launcher: Launcher = made
+        if not made.local_gpus and (self.machine.get("facts_from") or {}).get("node"):
+            # Slurm gives each step its GPUs: placement counts a node's (probed there) per node spanned
+            self.gpu_count = int(self.machine.get("gpu_count") or 0) * max(1, settings.nodes)
 
     def warm_launcher(self) -> None:
         """Start what the launcher keeps between jobs (the fork launcher's zygote) ahead of the first
@@ -123,11 +126,20 @@ class KBSession:
             raise Skip(f"runs on {', '.join(problem.devices)}, not {s.device}")
         if device == "cuda" and "cuda" not in problem.devices:
             raise Skip("this problem does not run on CUDA")
+        if problem.nodes > s.nodes:
+            raise Skip(f"needs --kb-nodes >= {problem.nodes} (ranks on {'two' if problem.nodes == 2 else problem.nodes} "
+                       "or more nodes)")
         limit = self.gpu_count if device == "cuda" else s.cpu_ranks
         valid = problem.world_sizes
+        if s.nodes > 1:        # every node gets the same number of ranks (launch/slurm.py)
+            valid = tuple(w for w in valid if w % s.nodes == 0)
+            if not valid:
+                raise Skip(f"no world size splits evenly over --kb-nodes={s.nodes} "
+                           f"(world sizes: {', '.join(map(str, problem.world_sizes))})")
         if s.nproc is not None:
             if s.nproc not in valid:
-                raise Skip(f"world size {s.nproc} is not valid here (valid: {', '.join(map(str, valid))})")
+                raise Skip(f"world size {s.nproc} is not valid here (valid: {', '.join(map(str, valid))}"
+                           f"{f' over --kb-nodes={s.nodes}' if s.nodes > 1 else ''})")
             if device == "cuda" and s.nproc > self.gpu_count:
                 raise Skip(f"needs {s.nproc} CUDA GPUs, found {self.gpu_count}")
             world = s.nproc
@@ -182,7 +194,7 @@ class KBSession:
             compile_timeout_s=s.compile_timeout, allow_multicast=bool(s.allow_multicast),
             native_lib=str(lib) if lib else None, glue_path=str(glue) if glue else None,
             sys_path=[PKB_SHIM] if is_pkb(problem) else [],
-            builds=[str(builds), str(builds / "triton")] if builds else [])
+            builds=[str(builds), str(builds / "triton")] if builds else [], nodes=s.nodes)
 
     def run_item(self, problem: Problem, candidate: Candidate, placement: Placement, nodeid: str,
                  sample: int | None = None) -> ItemRecord:

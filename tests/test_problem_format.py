@@ -36,7 +36,11 @@ def test_problem_folder_format(folder):
     for w in problem.world_sizes:
         for name, cfg in problem.sizes.items():
             cost = h.cost(cfg, w, dtype)
-            assert set(cost) <= {"link_bytes", "hbm_bytes", "flops", "messages"}, cost
+            assert set(cost) <= {"link_bytes", "inter_node_bytes", "hbm_bytes", "flops", "messages"}, cost
+            if problem.nodes > 1 and w % problem.nodes == 0:
+                # a multi-node problem's cost() takes nodes= and charges the network apart
+                spread = h.cost(cfg, w, dtype, nodes=problem.nodes)
+                assert spread.get("inter_node_bytes", 0) > 0, (name, w, spread)
             assert all(v >= 0 for v in cost.values()) and sum(cost.values()) > 0, (name, w, cost)
             # dependent communication steps: a whole number, and only where bytes cross a link
             msgs = cost.get("messages")

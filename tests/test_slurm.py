@@ -16,6 +16,9 @@ from kbrun import REPO, by_problem, explain, inner_env, leftover_processes, make
 from slurm_cluster import SlurmCluster, SlurmUnavailable, _marked
 from test_harness_cpu import CANDIDATES
 
+# a real (simulated) Slurm cluster and the steps it starts: every test here is end to end
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def cluster():
@@ -33,7 +36,6 @@ def cluster():
     assert not left, f"processes of the simulated cluster left after stop: {left}"
 
 
-@pytest.mark.e2e
 def test_cluster_has_two_nodes(cluster):
     r = cluster.run(["srun", "-N2", "--ntasks-per-node=1", "bash", "-c", 'echo "$SLURM_PROCID $SLURMD_NODENAME"'])
     assert r.returncode == 0, r.stderr
@@ -55,7 +57,6 @@ def _inner(cluster: SlurmCluster, report: Path, *args: str, salloc: list[str] | 
     return proc, (json.loads(report.read_text()) if report.exists() else None)
 
 
-@pytest.mark.e2e
 def test_worker_steps_spread_items_over_both_nodes(cluster, tmp_path):
     """(a) A CPU selection through Slurm worker steps runs on both nodes, each record names its node
     and step, and the verdicts are those of a local run."""
@@ -78,9 +79,12 @@ def test_worker_steps_spread_items_over_both_nodes(cluster, tmp_path):
     assert re.search(r"kernelbench: Slurm job \d+: 2 nodes \(n\[1-2\]\); items over 2 worker steps", proc.stdout), \
         proc.stdout[:1500]
     assert local_doc["machine"]["cluster"] is None
+    # machine facts from a compute node (a one-task step ran the probe there), named in the header
+    assert doc["machine"]["facts_from"]["node"] in ("n1", "n2"), doc["machine"].get("facts_from")
+    assert re.search(r"kernelbench: CPU only: .* \[facts from node n[12]\]", proc.stdout), proc.stdout[:1500]
+    assert "facts_from" not in local_doc["machine"]
 
 
-@pytest.mark.e2e
 def test_worker_steps_need_an_allocation(cluster, tmp_path):
     proc, doc = _inner(cluster, tmp_path / "r.json", SELECTION[0], "--kb-device=cpu", "--kb-slurm-workers=2")
     assert proc.returncode == 4 and "inside a Slurm allocation" in proc.stderr, proc.stderr[-1000:]
@@ -143,7 +147,6 @@ def spanned(cluster, tmp_path_factory):
     return {"items": by_problem(doc), "root": root, "proc": proc}
 
 
-@pytest.mark.e2e
 def test_item_spanning_two_nodes_passes_with_one_rank_per_node(spanned):
     it = spanned["items"]["collective/good"]
     assert it["outcome"] == "passed", explain(it)
@@ -151,7 +154,6 @@ def test_item_spanning_two_nodes_passes_with_one_rank_per_node(spanned):
     assert "each item's ranks over 2 nodes" in spanned["proc"].stdout
 
 
-@pytest.mark.e2e
 def test_candidate_cannot_read_the_key_from_the_steps_stdin(spanned):
     """The key reaches each checker on the step's stdin; its candidate process (stdin /dev/null,
     the checker's copy of the pipe closed in it, Landlock around /proc/<checker>/fd) reads nothing."""
@@ -159,7 +161,6 @@ def test_candidate_cannot_read_the_key_from_the_steps_stdin(spanned):
     assert it["outcome"] == "passed", explain(it)
 
 
-@pytest.mark.e2e
 def test_crashing_rank_is_named_with_its_exit_code(spanned):
     it = spanned["items"]["collective/exits_on_rank1"]
     assert it["failure"] == "crash", explain(it)
@@ -172,7 +173,6 @@ def test_crashing_rank_is_named_with_its_exit_code(spanned):
     assert job["pg_timeout_s"] >= 60, "ranks on several nodes get a longer process-group timeout"
 
 
-@pytest.mark.e2e
 def test_hang_meets_the_deadline_with_stack_dumps_and_leaves_nothing(spanned, cluster):
     it = spanned["items"]["collective/hangs"]
     assert it["failure"] == "timeout", explain(it)
@@ -187,7 +187,6 @@ def test_hang_meets_the_deadline_with_stack_dumps_and_leaves_nothing(spanned, cl
     assert not leftover_processes(str(spanned["root"]))
 
 
-@pytest.mark.e2e
 def test_launcher_writes_the_root_cause_from_sruns_lines(cluster, tmp_path):
     """srun says how tasks ended only in `srun: error: NODE: task R: ...` lines; the launcher keeps
     the first task that failed on its own (rank 1, code 9), not the one it then terminated."""
@@ -222,7 +221,6 @@ def test_pools_of_two_hosts_sharing_a_home_do_not_interfere(tmp_path):
     assert n2.try_acquire(2, "e") is None and n2.try_acquire(1, "f") == [1]
 
 
-@pytest.mark.e2e
 def test_gpu_leases_on_two_nodes_at_once(cluster, tmp_path):
     """Through real steps on n1 and n2 (one host name, as in a shared-home cluster): both take the
     whole pool at the same time, none waits for the other's lease."""
@@ -251,14 +249,12 @@ def test_ranks_environment_has_no_slurm_variables(monkeypatch):
     assert not [k for k in env if k.startswith("SLURM_")]
 
 
-@pytest.mark.e2e
 def test_nodes_need_the_slurm_launcher(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "--kb-nodes=2", "--co", "-q"],
                           cwd=tmp_path, capture_output=True, text=True, env=inner_env())
     assert proc.returncode == 4 and "only with --kb-launcher=slurm" in proc.stderr, proc.stderr[-500:]
 
 
-@pytest.mark.e2e
 def test_readme_sbatch_recipe(cluster, tmp_path):
     """The README's sbatch script, shrunk to this cluster: a batch job whose pytest spreads the items
     over worker steps on both nodes."""
@@ -277,3 +273,170 @@ cd {REPO}
     items = json.loads(report.read_text())["items"]
     assert [i["outcome"] for i in items] == ["passed", "passed"], out[-2000:]
     assert {i["host"] for i in items} == {"n1", "n2"}
+
+
+# ---- 4. placement over nodes, and what the ranks learn of the layout ---------------------------------
+def _place(problem_id: str, nodes: int, nproc: int | None = None, **patch):
+    import dataclasses
+    from types import SimpleNamespace
+
+    from pytest_kernelbench.options import Settings
+    from pytest_kernelbench.session import KBSession
+    from pytest_kernelbench.spec.problem import load_problem
+    problem = load_problem(REPO / "problems" / problem_id / "problem.yaml", REPO / "problems")
+    problem = dataclasses.replace(problem, **patch)
+    settings = Settings(device="cpu", nodes=nodes, nproc=nproc, launcher="slurm" if nodes > 1 else "fork")
+    return KBSession.place(SimpleNamespace(settings=settings, gpu_count=0), problem)   # type: ignore[arg-type]
+
+
+def test_world_sizes_must_split_evenly_over_the_nodes():
+    from pytest_kernelbench.session import Skip
+    assert _place("collective/all_reduce", nodes=2, nproc=4).world_size == 4
+    with pytest.raises(Skip, match=r"world size 3 is not valid here \(valid: 2, 4 over --kb-nodes=2\)"):
+        _place("collective/all_reduce", nodes=2, nproc=3, world_sizes=(2, 3, 4))
+    with pytest.raises(Skip, match=r"no world size splits evenly over --kb-nodes=3 \(world sizes: 2, 4, 8\)"):
+        _place("collective/all_reduce", nodes=3)
+    # without --kb-nproc: the largest world size that fits and splits
+    assert _place("collective/all_reduce", nodes=2, world_sizes=(2, 3)).world_size == 2
+    assert _place("collective/all_reduce", nodes=1, world_sizes=(2, 3)).world_size == 3
+
+
+def test_ranks_learn_the_layout_from_slurms_variables():
+    from pytest_kernelbench.launch.env import job_env
+    from pytest_kernelbench.rank.steps import slurm_env
+    env = slurm_env({"SLURM_PROCID": "3", "SLURM_STEP_NUM_TASKS": "4", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
+                     "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURM_STEP_NUM_NODES": "2"})
+    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"], env["GROUP_RANK"],
+            env["KB_NODES"]) == ("3", "4", "1", "2", "1", "2")
+    assert job_env("tok", None, None)["KB_NODES"] == "1"       # fork/torchrun: one node, LOCAL_WORLD_SIZE = W
+
+
+# ---- 5. multi-node problems: valid only over >= 2 nodes, run on the simulated cluster ----------------
+MULTI_NODE = ["problems/collective/hierarchical_allreduce", "problems/collective/internode_alltoall"]
+# wrong where it matters: each sums (exchanges) only inside its own node, as if the network were not there
+WRONG_ACROSS_NODES = {
+    "hierarchical_allreduce": """
+import os
+import torch.distributed as dist
+_g = {}
+
+def solution(x):
+    w, r, lw = dist.get_world_size(), dist.get_rank(), int(os.environ["LOCAL_WORLD_SIZE"])
+    if "intra" not in _g:
+        for m in range(w // lw):
+            g = dist.new_group(list(range(m * lw, (m + 1) * lw)))
+            if r // lw == m:
+                _g["intra"] = g
+    out = x.clone()
+    dist.all_reduce(out, group=_g["intra"])
+    return out
+""",
+    "internode_alltoall": """
+import torch
+import torch.distributed as dist
+
+def solution(x):
+    # the world exchange, but every chunk from another node left as zeros
+    out = torch.empty_like(x)
+    dist.all_to_all_single(out, x)
+    lw = int(__import__("os").environ["LOCAL_WORLD_SIZE"])
+    c, node = x.numel() // dist.get_world_size(), dist.get_rank() // lw
+    view = out.view(-1, c)
+    for j in range(view.shape[0]):
+        if j // lw != node:
+            view[j].zero_()
+    return out
+""",
+}
+# right: the flat world operation (what NCCL does without knowing the nodes) equals the hierarchical reference
+FLAT = {
+    "hierarchical_allreduce": "import torch.distributed as dist\n\n\ndef solution(x):\n"
+                               "    out = x.clone()\n    dist.all_reduce(out)\n    return out\n",
+    "internode_alltoall": "import torch\nimport torch.distributed as dist\n\n\ndef solution(x):\n"
+                            "    out = torch.empty_like(x)\n    dist.all_to_all_single(out, x)\n    return out\n",
+}
+SKIP_ONE_NODE = "needs --kb-nodes >= 2 (ranks on two or more nodes)"
+
+
+def test_multi_node_problems_skip_in_a_one_node_run(tmp_path):
+    """Not a failure and not counted: a one-node run skips them with the reason."""
+    report = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q", "-rs",
+                           f"--kb-report={report}", *MULTI_NODE, "--kb-device=cpu"],
+                          cwd=REPO, env=inner_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 5) and report.exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
+    doc = json.loads(report.read_text())
+    assert [(i["outcome"], i["message"]) for i in doc["items"]] == [("skipped", SKIP_ONE_NODE)] * 2
+    assert doc["aggregates"]["total"] == 0 and doc["aggregates"]["failed"] == 0, doc["aggregates"]
+
+
+@pytest.fixture(scope="module")
+def multi_node(cluster, tmp_path_factory):
+    root = tmp_path_factory.mktemp("multinode")
+    for folder, sources in (("wrong", WRONG_ACROSS_NODES), ("flat", FLAT)):
+        (root / folder / "collective").mkdir(parents=True)
+        for name, source in sources.items():
+            (root / folder / "collective" / f"{name}.py").write_text(source)
+    common = [*MULTI_NODE, "--kb-device=cpu", "--kb-nproc=4", "--kb-launcher=slurm", "--kb-nodes=2",
+              f"--kb-timeout={SPAN_TIMEOUT_S * 3}"]
+    alloc = ["salloc", "-N2", "--ntasks-per-node=2"]
+    ref, ref_doc = _inner(cluster, root / "ref.json", *common, "--kb-candidate=reference", salloc=alloc)
+    assert ref_doc, ref.stdout[-3000:] + ref.stderr[-2000:]
+    out = {"reference": by_problem(ref_doc), "machine": ref_doc["machine"], "stdout": ref.stdout}
+    for folder in ("wrong", "flat"):
+        proc, doc = _inner(cluster, root / f"{folder}.json", *common, f"--kb-solutions={root / folder}",
+                           "--kb-solutions-only", salloc=alloc)
+        assert doc, proc.stdout[-3000:] + proc.stderr[-2000:]
+        out[folder] = by_problem(doc)
+    return out
+
+
+@pytest.mark.parametrize("problem", [p.split("/", 1)[1] for p in MULTI_NODE])
+def test_multi_node_problem_reference_passes_over_two_nodes(multi_node, problem):
+    it = multi_node["reference"][problem]
+    assert it["outcome"] == "passed", explain(it)
+    assert it["hosts"] == ["n1", "n1", "n2", "n2"], it["hosts"]      # 2 ranks per node, ranks 0-1 on n1
+    cost = it["sizes"][0]["cost"]           # cost() got nodes=2: bytes over the network apart
+    assert cost["inter_node_bytes"] > 0 and cost["link_bytes"] > 0, cost
+
+
+@pytest.mark.parametrize("problem", [p.split("/", 1)[1] for p in MULTI_NODE])
+def test_multi_node_problem_fails_a_candidate_that_ignores_the_other_node(multi_node, problem):
+    it = multi_node["wrong"][problem]
+    assert it["outcome"] == "failed" and it["failure"] == "mismatch", explain(it)
+
+
+@pytest.mark.parametrize("problem", [p.split("/", 1)[1] for p in MULTI_NODE])
+def test_multi_node_reference_computes_the_flat_operation(multi_node, problem):
+    """The hierarchical reference is the world all-reduce / all-to-all: the flat one passes against it."""
+    it = multi_node["flat"][problem]
+    assert it["outcome"] == "passed", explain(it)
+
+
+def test_machine_facts_come_from_a_node_under_the_slurm_launcher(multi_node):
+    """--kb-launcher=slurm: the ranks run on the nodes, so the report's machine facts are a node's
+    (probed by one `srun -N1 -n1` step at start), and the header says which node."""
+    src = multi_node["machine"]["facts_from"]
+    assert src["node"] in ("n1", "n2") and re.fullmatch(r"\d+\.\d+", src["step"]), src
+    assert re.search(r"kernelbench: CPU only: .* \[facts from node n[12]\]", multi_node["stdout"]), \
+        multi_node["stdout"][:1500]
+
+
+def test_facts_come_from_a_node_only_inside_an_allocation_whose_items_run_on_nodes():
+    from pytest_kernelbench.launch.slurm_workers import facts_from_a_node
+    inside = {"SLURM_JOB_ID": "7"}
+    assert facts_from_a_node("slurm", None, inside) and facts_from_a_node("fork", 2, inside)
+    assert not facts_from_a_node("fork", None, inside)          # items run here, on this node
+    assert not facts_from_a_node("slurm", None, {"PATH": "/bin"}) or "SLURM_JOB_ID" in os.environ
+
+
+def test_inter_node_bandwidth_is_measured_by_a_two_node_step(cluster):
+    """calibrate.inter_node: one task on each node exchanges a buffer through the network (gloo
+    here; NCCL over the NICs on GPUs); the figure and the two nodes come back, and feed the ceilings."""
+    from pytest_kernelbench.metrics import calibrate
+    env = {**os.environ, **cluster.env}
+    got = calibrate.inter_node("cpu", env=env, cwd=str(REPO))
+    assert got.get("inter_node_bw", 0) > 0 and sorted(got["inter_node_nodes"]) == ["n1", "n2"], got
+    c = calibrate.ceilings({"gpu_model": "NVIDIA H100"}, got)
+    assert c["inter_node_bw"] == got["inter_node_bw"] and "inter_node_bw measured" in c["source"]
+    assert not cluster.stray()

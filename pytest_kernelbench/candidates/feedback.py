@@ -107,7 +107,7 @@ def lead(message: str, failure: str | None = None) -> tuple[str, str, tuple[str,
 
 # ---- speed ------------------------------------------------------------------------------------------
 BOUND_TEXT = {"latency": "latency (dependent messages)", "link": "link bandwidth", "hbm": "HBM bandwidth",
-              "flops": "tensor-core FLOPs"}
+              "flops": "tensor-core FLOPs", "inter_node": "inter-node (NIC) bandwidth"}
 
 
 def slower(record: dict) -> bool:

@@ -24,6 +24,7 @@ def job_env(token: str, cuda_devices: list[int] | None, extensions_dir: str | No
         env.pop(k, None)
     env.update({k: v for k, v in SAFE_ENV.items() if not (allow_multicast and k in MULTICAST_OFF)})
     env["KB_JOB_TOKEN"] = token
+    env["KB_NODES"] = "1"       # the fork and torchrun launchers run a job on one node (slurm: rank/steps.py)
     env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONPATH"] = child_pythonpath(env)
     if cuda_devices is not None:

@@ -37,7 +37,8 @@ from .slurm_workers import KEEP, drop_job_options
 if TYPE_CHECKING:
     from ..options import Settings
 
-STEP_LINE = re.compile(r"launching StepId=(\d+)\.(\d+) on host (\S+), \d+ tasks?: ([\d ]+)")
+# "1 tasks: 0", and for several tasks on a node a range list: "2 tasks: [0-1]", "3 tasks: [0,2-3]"
+STEP_LINE = re.compile(r"launching StepId=(\d+)\.(\d+) on host (\S+), \d+ tasks?: \[?([\d ,\-]+)\]?")
 EXIT_LINE = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
 SIGNALS = {"Killed": -signal.SIGKILL, "Terminated": -signal.SIGTERM, "Aborted": -signal.SIGABRT,
            "Segmentation fault": -signal.SIGSEGV, "Interrupt": -signal.SIGINT, "Bus error": -signal.SIGBUS}
@@ -116,8 +117,8 @@ class SlurmRanks:
             line = raw.decode(errors="replace").strip()
             if m := STEP_LINE.search(line):
                 self.step = f"{m.group(1)}.{m.group(2)}"
-                for r in m.group(4).split():
-                    self.hosts[int(r)] = m.group(3)
+                for r in parse_tasks(",".join(m.group(4).split())):
+                    self.hosts[r] = m.group(3)
             elif m := EXIT_LINE.search(line):
                 code = exit_code(m.group(3))
                 for r in parse_tasks(m.group(2)):

@@ -80,6 +80,62 @@ def same_path_on_every_node(cwd: str, env: dict[str, str] | None = None) -> list
     return problems
 
 
+# one task on one node: its machine facts (spec/hardware.py) and, where it has GPUs, its
+# calibrated ceilings (metrics/calibrate.py, cached on that node), as one line on stdout
+MACHINE_LINE = "kb-machine "
+_MACHINE_PROBE = ("import json, os, sys; from pytest_kernelbench.spec import hardware; m = hardware.machine_info(); "
+                  "m['facts_from'] = {'node': os.environ.get('SLURMD_NODENAME'), 'step': "
+                  "os.environ.get('SLURM_JOB_ID', '') + '.' + os.environ.get('SLURM_STEP_ID', '')}; "
+                  "c = sys.argv[1]\n"
+                  "if m.get('gpu_count') and c != 'off':\n"
+                  "    from pytest_kernelbench.metrics import calibrate\n"
+                  "    m['calibration'] = calibrate.calibrated(m, force=c == 'force')\n"
+                  "    m['ceilings'] = calibrate.ceilings(m, m['calibration'])\n"
+                  f"print({MACHINE_LINE!r} + json.dumps(m, default=str), flush=True)")
+PROBE_TIMEOUT_S = 900.0       # a first calibration on the node measures its GPUs
+
+
+def facts_from_a_node(launcher: str, workers: int | None, env: dict[str, str] | None = None) -> bool:
+    """Whether the report's machine facts must come from a compute node: the items run on the
+    nodes (worker steps, or one step per item), and this process may be a login node without GPUs."""
+    env = {**_ALLOCATION, **(dict(os.environ) if env is None else env)}
+    return bool(env.get("SLURM_JOB_ID")) and (launcher == "slurm" or bool(workers))
+
+
+_NODE_MACHINE: dict[str, dict] = {}      # this process's probe, once (node_machine)
+
+
+def node_machine(cwd: str, calibrate: str = "auto", env: dict[str, str] | None = None) -> dict:
+    """The machine facts of one node of the allocation, from a one-task step (`srun -N1 -n1`) that
+    runs spec/hardware.py's probe there (and calibrates its GPUs; cached on the node). On failure,
+    {"error": why}; the caller then falls back to this process's facts and says so. Probed once
+    per process: with --kb-slurm-workers before the workers' steps take the allocation's task
+    slots (a step asked for later would wait for one of them to end)."""
+    if "probe" not in _NODE_MACHINE:
+        _NODE_MACHINE["probe"] = _probe_node(cwd, calibrate, env)
+    return dict(_NODE_MACHINE["probe"])
+
+
+def _probe_node(cwd: str, calibrate: str, env: dict[str, str] | None) -> dict:
+    env = dict(os.environ if env is None else env)
+    gpus = cluster_layout(env) or {}
+    drop_job_options(env)
+    cmd = [*srun_prefix(1, 1, int(gpus["gpus_per_node"]) if str(gpus.get("gpus_per_node") or "").isdigit() else 0),
+           sys.executable, "-c", _MACHINE_PROBE, calibrate]
+    try:
+        r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"error": f"`{' '.join(cmd[:6])} ...`: {e}"}
+    for line in r.stdout.splitlines():
+        if line.startswith(MACHINE_LINE):
+            try:
+                return dict(json.loads(line[len(MACHINE_LINE):]))
+            except ValueError:
+                break
+    tail = " | ".join(r.stderr.strip().splitlines()[-3:])
+    return {"error": f"srun exit {r.returncode}, no machine facts: {tail}"}
+
+
 def where() -> tuple[str, str | None]:
     """Which node and Slurm step run this process (for the item's record): (host, "<job>.<step>")."""
     import socket

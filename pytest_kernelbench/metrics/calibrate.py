@@ -5,6 +5,9 @@ ping-pong between two GPUs: no host, launch or copy engine in the loop).
 
     python -m pytest_kernelbench.metrics.calibrate [--json PATH] [--force]
 
+Across nodes (`inter_node`, run by run.py under --kb-launcher=slurm --kb-nodes >= 2): one task on
+each of two nodes exchanges a buffer through the network, the inter-node bandwidth per GPU.
+
 The plugin runs it once per machine in a subprocess (never creating a CUDA context in pytest)
 and caches the result on disk, keyed by GPUs, driver and torch; a file lock keeps concurrent
 sessions from measuring at the same time. Published figures are printed beside the measurement.
@@ -178,6 +181,76 @@ def pingpong_latency(torch: ModuleType, a: Any, b: Any, iters: int = 20000, repe
     return best
 
 
+# ---- the inter-node bandwidth: one task on each of two nodes, through the network ----------------------
+INTER_NODE_LINE = "kb-inter-node"
+INTER_NODE_BYTES = {"cuda": 256 << 20, "cpu": 8 << 20}
+
+
+def inter_node_task(host: str, port: int, device: str, nbytes: int, repeats: int = 5) -> None:
+    """One task of a two-node step (`srun -N2 --ntasks-per-node=1`): ranks 0 and 1, on different
+    nodes, send each other nbytes at once (NCCL on GPUs: the network card; gloo on CPUs: TCP),
+    `repeats` times after a warm-up; rank 0 prints the bytes per second per direction (median)."""
+    import socket
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+    rank = int(os.environ["SLURM_PROCID"])
+    store = dist.TCPStore(host, port, 2, False, timeout=timedelta(seconds=120))
+    if device == "cuda":
+        torch.cuda.set_device(0)
+    dist.init_process_group("nccl" if device == "cuda" else "gloo", store=store, rank=rank, world_size=2)
+    dev = torch.device("cuda", 0) if device == "cuda" else torch.device("cpu")
+    send = torch.ones(nbytes, dtype=torch.uint8, device=dev)
+    recv = torch.empty_like(send)
+    times = []
+    for i in range(repeats + 1):
+        dist.barrier()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for req in (dist.isend(send, 1 - rank), dist.irecv(recv, 1 - rank)):
+            if req is not None:
+                req.wait()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if i:
+            times.append(time.perf_counter() - t0)
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    nodes: list = [None, None]
+    dist.all_gather_object(nodes, node)
+    if rank == 0:
+        print(f"{INTER_NODE_LINE} {nbytes / _median(times)} {','.join(nodes)}", flush=True)
+    dist.destroy_process_group()
+
+
+def inter_node(device: str, env: dict[str, str] | None = None, cwd: str | None = None, gpus_per_node: bool = True,
+               timeout_s: float = 300.0) -> dict:
+    """The inter-node bandwidth per GPU per direction, measured by one two-node step inside the
+    allocation: {"inter_node_bw", "inter_node_nodes"}, or {"inter_node_error"}. This process
+    serves the step's rendezvous store (the nodes reach it; nothing waits on a shared file)."""
+    from torch.distributed import TCPStore
+
+    from ..launch.slurm_workers import drop_job_options, srun_prefix
+    from ..rank.steps import reachable_address
+    env = dict(os.environ if env is None else env)
+    drop_job_options(env)
+    env["PYTHONPATH"] = child_pythonpath(env)
+    server = TCPStore("0.0.0.0", 0, 2, True, wait_for_workers=False)
+    cmd = [*srun_prefix(2, 1, 1 if device == "cuda" and gpus_per_node else 0), sys.executable, "-m",
+           "pytest_kernelbench.metrics.calibrate", "--inter-node-task", reachable_address(), str(server.port), device,
+           str(INTER_NODE_BYTES[device])]
+    try:
+        r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"inter_node_error": f"{e}"}
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == INTER_NODE_LINE:
+            return {"inter_node_bw": float(parts[1]), "inter_node_nodes": parts[2].split(",")}
+    return {"inter_node_error": f"srun exit {r.returncode}: " + " | ".join(r.stderr.strip().splitlines()[-3:])}
+
+
 def cache_path(machine: dict) -> Path:
     key = json.dumps([[g.get("name") for g in machine.get("gpus", [])], machine.get("driver"),
                       machine.get("torch"), os.environ.get("CUDA_VISIBLE_DEVICES"), CALIBRATION_VERSION])
@@ -220,6 +293,10 @@ def ceilings(machine: dict, measured: dict) -> dict:
     # the measured ping-pong where there are two GPUs, else the interconnect's typical figure
     out["latency_s"] = measured.get("latency_s") or pub.get("latency_s")
     sources["latency_s"] = "measured" if measured.get("latency_s") else pub.get("source", "published")
+    # inter-node: what a multi-node calibration measured (the NICs), else the published NIC figure
+    if pub:
+        out["inter_node_bw"] = measured.get("inter_node_bw") or pub.get("inter_node_bw")
+        sources["inter_node_bw"] = "measured" if measured.get("inter_node_bw") else pub.get("inter_node_source", "published")
     out["source"] = ", ".join(f"{k} {v}" for k, v in sources.items() if out.get(k)) or "none"
     return out
 
@@ -251,7 +328,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--json", help="write the measurement here")
     ap.add_argument("--force", action="store_true", help="measure even if cached")
     ap.add_argument("--no-cache", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--inter-node-task", nargs=4, metavar=("HOST", "PORT", "DEVICE", "BYTES"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.inter_node_task:        # one task of inter_node()'s two-node step
+        host, port, device, nbytes = args.inter_node_task
+        inter_node_task(host, int(port), device, int(nbytes))
+        return
     from ..spec.hardware import machine_info
     machine = machine_info()
     if args.no_cache:       # the subprocess side of calibrated(): just measure

@@ -1,8 +1,14 @@
 """The communication-aware roofline: harness.cost() work over the machine's ceilings.
 
-    t_roof = max(messages x latency + link_bytes / link_bw, hbm_bytes / hbm_bw, flops / peak_flops)
+    t_roof = max(messages x latency + max(link_bytes / link_bw, inter_node_bytes / inter_node_bw),
+                 hbm_bytes / hbm_bw, flops / peak_flops)
 
-per GPU. `messages` is the number of dependent communication steps the problem needs at the
+per GPU. `link_bytes` cross the links inside a node (NVLink); a multi-node problem's cost() gives
+the bytes each GPU sends or receives through its NIC apart, as `inter_node_bytes` (its cost()
+takes `nodes=`), over the inter-node bandwidth per GPU (measured on the cluster, else the
+published NIC figure: spec/hardware.py). The two link terms overlap (separate engines, and a
+pipelined hierarchical algorithm keeps both busy), so the larger bounds. A cost() without
+`inter_node_bytes` (every one-node problem) reads as before. `messages` is the number of dependent communication steps the problem needs at the
 least (cost() gives it where that is more than one, e.g. a count exchange before the payload;
 any problem that moves link bytes needs one); `latency` is the one-way latency of a flag written
 to a peer's memory, measured by a device-initiated ping-pong (calibrate.py), else the published
@@ -22,18 +28,20 @@ def messages(cost: dict) -> float:
     given = cost.get("messages")
     if given is not None:
         return float(given)
-    return 1.0 if float(cost.get("link_bytes", 0) or 0) > 0 else 0.0
+    moved = float(cost.get("link_bytes", 0) or 0) + float(cost.get("inter_node_bytes", 0) or 0)
+    return 1.0 if moved > 0 else 0.0
 
 
 def roof_terms(cost: dict, ceilings: dict) -> dict[str, float]:
-    """Each bound in seconds: latency (messages x latency), link (bytes / bandwidth), hbm, flops;
-    only those the cost and the machine's ceilings both give."""
+    """Each bound in seconds: latency (messages x latency), link (intra-node bytes / bandwidth),
+    inter_node (NIC bytes / inter-node bandwidth), hbm, flops; only those the cost and the
+    machine's ceilings both give."""
     terms: dict[str, float] = {}
     lat, msgs = ceilings.get("latency_s"), messages(cost)
     if lat and msgs > 0:
         terms["latency"] = msgs * float(lat)
-    for name, work, ceiling in (("link", "link_bytes", "link_bw"), ("hbm", "hbm_bytes", "hbm_bw"),
-                                ("flops", "flops", "peak_flops")):
+    for name, work, ceiling in (("link", "link_bytes", "link_bw"), ("inter_node", "inter_node_bytes", "inter_node_bw"),
+                                ("hbm", "hbm_bytes", "hbm_bw"), ("flops", "flops", "peak_flops")):
         w, c = float(cost.get(work, 0) or 0), ceilings.get(ceiling)
         if w > 0 and c:
             terms[name] = w / c
@@ -41,17 +49,19 @@ def roof_terms(cost: dict, ceilings: dict) -> dict[str, float]:
 
 
 def roof(cost: dict, ceilings: dict) -> tuple[float | None, str | None]:
-    """t_roof in seconds and what bounds it: latency, link, hbm or flops (for the communication
-    sum, whichever of its two parts is larger); (None, None) without ceilings (CPU runs).
+    """t_roof in seconds and what bounds it: latency, link, inter_node, hbm or flops (for the
+    communication sum, whichever of its parts is larger); (None, None) without ceilings (CPU runs).
     Latency and link time add up (a message's first byte arrives after the latency, its last
-    after the bytes); the rest overlap."""
+    after the bytes); the intra- and inter-node links overlap each other; the rest overlap."""
     terms = roof_terms(cost, ceilings) if ceilings else {}
     if not terms:
         return None, None
-    comm = terms.get("latency", 0.0) + terms.get("link", 0.0)
+    link, inter = terms.get("link", 0.0), terms.get("inter_node", 0.0)
+    wire, wire_name = (inter, "inter_node") if inter > link else (link, "link")
+    comm = terms.get("latency", 0.0) + wire
     hbm, flops = terms.get("hbm", 0.0), terms.get("flops", 0.0)
     if comm >= max(hbm, flops):
-        return comm, "latency" if terms.get("latency", 0.0) >= terms.get("link", 0.0) else "link"
+        return comm, "latency" if terms.get("latency", 0.0) >= wire else wire_name
     return (hbm, "hbm") if hbm >= flops else (flops, "flops")
 
 

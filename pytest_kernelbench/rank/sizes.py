@@ -185,7 +185,9 @@ class SizeRun:
     def run(self) -> dict:
         c, job, size = self.c, self.job, self.size
         try:
-            cost = c.harness.cost(job.sizes[size], c.world, c.dtype)
+            # a multi-node problem's cost() takes `nodes` to split intra- from inter-node bytes
+            extra = {"nodes": job.nodes} if _takes_nodes(c.harness.cost) else {}
+            cost = c.harness.cost(job.sizes[size], c.world, c.dtype, **extra)
             self.record["cost"] = {k: float(v) for k, v in cost.items()}
         except Exception as e:
             c.die(Failure.HARNESS_ERROR, f"harness.cost() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
@@ -394,3 +396,11 @@ def _nbytes(obj: Any) -> int:
 def _failed(category: str, message: str, tb: str) -> Exception:
     from .failures import ItemFailed
     return ItemFailed(category, message, "candidate", tb=tb)
+
+
+def _takes_nodes(fn: Any) -> bool:
+    import inspect
+    try:
+        return "nodes" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False

@@ -23,12 +23,17 @@ STORE_LINE = "kb-store"       # rank 0 -> launcher: "kb-store <host> <port>"
 
 
 def slurm_env(env: dict[str, str] | os._Environ) -> dict[str, str]:
-    """The rank variables a checker reads, from the Slurm task variables."""
+    """The rank variables a checker (and, inherited, its candidate process) reads, from the Slurm
+    task variables: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (ranks on this node), GROUP_RANK
+    (this node's index) and KB_NODES (nodes the step spans). The launcher gives every node the same
+    number of tasks, so ranks r*L .. r*L+L-1 share node r (L = LOCAL_WORLD_SIZE)."""
     world = env.get("SLURM_STEP_NUM_TASKS") or env["SLURM_NTASKS"]
+    nodes = env.get("SLURM_STEP_NUM_NODES") or env.get("SLURM_NNODES") or "1"
     # the step's tasks per node ("2(x2)", "2,1"): this node's count is the first where all are equal
     here = (env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_NTASKS_PER_NODE") or world).split("(")[0].split(",")[0]
     return {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": world, "LOCAL_RANK": env["SLURM_LOCALID"],
-            "GROUP_RANK": env.get("SLURM_NODEID", "0"), "ROLE_RANK": env["SLURM_PROCID"], "LOCAL_WORLD_SIZE": here}
+            "GROUP_RANK": env.get("SLURM_NODEID", "0"), "ROLE_RANK": env["SLURM_PROCID"], "LOCAL_WORLD_SIZE": here,
+            "KB_NODES": nodes}
 
 
 class StepIO:

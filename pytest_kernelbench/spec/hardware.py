@@ -22,6 +22,20 @@ PUBLISHED = {
     "A100": {"link_bw": 300e9, "hbm_bw": 2.039e12, "peak_flops": 312e12, "latency_s": 1.0e-6},
 }
 
+# The inter-node bandwidth per GPU per direction when the cluster's was not measured: the NIC
+# each GPU has in the vendors' reference systems (DGX H100/H200/B200: one ConnectX-7 at 400 Gb/s
+# per GPU = 50 GB/s; DGX A100: one ConnectX-6 at 200 Gb/s per GPU = 25 GB/s). A cluster with fewer
+# or slower NICs per GPU is slower than this, which only lowers the roofline fractions.
+INTER_NODE_PUBLISHED = {"H200": 50e9, "H100": 50e9, "B200": 50e9, "A100": 25e9}
+INTER_NODE_DEFAULT = 50e9       # any other GPU: one 400 Gb/s NIC per GPU
+INTER_NODE_SOURCE = "published NIC: {gbit} Gb/s per GPU"
+
+
+def inter_node_ceiling(gpu_name: str) -> tuple[float, str]:
+    """The published inter-node bandwidth per GPU per direction, and where it comes from."""
+    bw = next((v for k, v in INTER_NODE_PUBLISHED.items() if k in (gpu_name or "").upper()), INTER_NODE_DEFAULT)
+    return bw, INTER_NODE_SOURCE.format(gbit=round(bw * 8 / 1e9))
+
 
 # Published per-model facts a kernel writer plans with (vendor datasheets and CUDA programming
 # guide, SXM parts): compute capability, SMs, L2, shared memory, registers, and dense tensor-core
@@ -92,7 +106,8 @@ def cuda_device_count() -> int:
 def published_ceilings(gpu_name: str) -> dict:
     for key, figures in PUBLISHED.items():
         if key in gpu_name.upper():
-            return {**figures, "source": f"published {key}"}
+            bw, where = inter_node_ceiling(key)
+            return {**figures, "inter_node_bw": bw, "source": f"published {key}", "inter_node_source": where}
     return {}
 
 
@@ -195,12 +210,16 @@ def machine_info() -> dict:
 
 def describe(info: dict) -> str:
     """One line for the pytest header."""
+    src = info.get("facts_from")      # a Slurm run: the facts of a compute node (launch/slurm_workers.py)
+    where = "" if not src else f" [facts from node {src['node']}]" if src.get("node") else \
+        f" [facts from this controller: the node probe failed: {src.get('error')}]"
     if info.get("gpu_count"):
         c = info.get("ceilings") or {}
         roof = f", ceilings {c.get('source', 'none')}" if c else ""
         return (f"{info['gpu_count']}x {info['gpu_model']} (driver {info.get('driver')}), torch {info.get('torch')}, "
-                f"CUDA {info.get('cuda')}, NCCL {info.get('nccl')}{roof}")
-    return f"CPU only: {info.get('cpu')} x{info.get('cpu_count')}, torch {info.get('torch')} (gloo; times are not GPU speed)"
+                f"CUDA {info.get('cuda')}, NCCL {info.get('nccl')}{roof}{where}")
+    return (f"CPU only: {info.get('cpu')} x{info.get('cpu_count')}, torch {info.get('torch')} "
+            f"(gloo; times are not GPU speed){where}")
 
 
 # CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED (cuda.h, CUDA >= 12.1). Reading an attribute uses no

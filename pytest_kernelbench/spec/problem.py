@@ -75,6 +75,7 @@ class Problem:
     protected: tuple = ()          # more folders candidates may not touch (a PKB item: its checkout's files)
     family: str | None = None      # near-duplicate variants share one (metrics.family_weighted)
     unscored: str | None = None    # why its speedup stays out of the speed aggregates, if it does
+    nodes: int = 1                 # the fewest nodes its ranks must span (multi-node problems: 2)
 
     @property
     def kind_spec(self) -> Kind:
@@ -208,9 +209,17 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
     unscored = data.get("unscored")
     if unscored is not None and (not isinstance(unscored, str) or not unscored.strip()):
         raise ProblemError(p, f"field 'unscored' must be a sentence saying why, got {unscored!r}")
+    nodes = _need(data, "nodes", p, int) if "nodes" in data else 1
+    if isinstance(nodes, bool) or nodes < 1:
+        raise ProblemError(p, f"field 'nodes' must be an integer >= 1 (the fewest nodes the ranks span), got {nodes!r}")
+    if nodes > 1 and not any(w % nodes == 0 and w >= 2 * nodes for w in world_sizes):
+        # the point of a multi-node problem is the inter-node path next to the intra-node one
+        raise ProblemError(p, f"field 'nodes' is {nodes}: some world size must split into {nodes} nodes of "
+                              f">= 2 ranks each (world_sizes: {world_sizes})")
     known = {"title", "description", "category", "parallelism", "difficulty", "libraries", "world_sizes",
              "devices", "dtype", "sizes", "forbid", "inplace", "tolerance", "timeout_s", "cpu_note",
-             "no_cpu_candidate", "solutions", "kind", "template", "metric", "build", "family", "unscored"}
+             "no_cpu_candidate", "solutions", "kind", "template", "metric", "build", "family", "unscored",
+             "nodes"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ProblemError(p, f"unknown field '{unknown[0]}' (known: {', '.join(sorted(known))})")
@@ -243,7 +252,7 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
                    forbid=forbid, inplace=inplace, tolerance=tolerance, timeout_s=timeout_s,
                    cpu_note=cpu_note, no_cpu_candidate=no_cpu.strip() if no_cpu else None, solutions=solutions,
                    kind=kind, metric=metric, template=template, build=build, family=family,
-                   unscored=unscored.strip() if unscored else None)
+                   unscored=unscored.strip() if unscored else None, nodes=nodes)
 
 
 def _solutions(folder: Path, declared: dict, devices: tuple, p: Path) -> dict:
