@@ -321,13 +321,18 @@ def test_print_prompt_writes_prompts_without_any_request(tmp_path):
     # CUDA-only problems (native CUDA templates) skip at placement on this CPU machine
     cuda_only = {f.relative_to(PROBLEMS).as_posix() for f in folders
                  if "cpu" not in load_problem(f / "problem.yaml", PROBLEMS).devices}
+    # multi-node problems skip in a one-node run: a prompt for a placement that cannot run them says nothing
+    multi_node = {f.relative_to(PROBLEMS).as_posix() for f in folders
+                  if load_problem(f / "problem.yaml", PROBLEMS).nodes > 1}
+    assert multi_node
     for i in doc["items"]:
         expected = ("no legal candidate on CPU" if i["problem"] in no_cpu else
-                    "needs CUDA GPUs" if i["problem"] in cuda_only else "prompt written")
+                    "needs CUDA GPUs" if i["problem"] in cuda_only else
+                    "needs --kb-nodes >= 2" if i["problem"] in multi_node else "prompt written")
         assert i["outcome"] == "skipped" and i["message"].startswith(expected), explain(i)
     for folder in folders:
         pid = folder.relative_to(PROBLEMS).as_posix()
-        if pid in no_cpu or pid in cuda_only:
+        if pid in no_cpu or pid in cuda_only or pid in multi_node:
             continue
         text = (tmp_path / "report" / "prompts" / f"{pid.replace('/', '-')}.md").read_text()
         assert f"`{pid}`" in text and (folder / "reference.py").read_text().strip() in text
