@@ -161,11 +161,18 @@ class SlurmCluster:
         env = {**self.env, **kw.pop("env", {})}
         return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, **kw)
 
-    def stray(self) -> list[int]:
+    def stray(self, settle_s: float = 5.0) -> list[int]:
         """Processes this cluster started that are not its daemons (step daemons, tasks): should
-        be none once every job ended."""
+        be none once every job ended. srun returns when the tasks are gone, while the step daemon
+        may still be winding down for a moment: a process counts as stray only if it is still
+        there after `settle_s`."""
         daemons = {p.pid for p in self.procs.values()}
-        return [pid for pid in _marked(str(self.root)) if pid not in daemons and _ppid(pid) not in daemons]
+        end = time.monotonic() + settle_s
+        while True:
+            left = [pid for pid in _marked(str(self.root)) if pid not in daemons and _ppid(pid) not in daemons]
+            if not left or time.monotonic() > end:
+                return left
+            time.sleep(0.1)
 
     def stop(self) -> None:
         for name in reversed(list(self.procs)):     # slurmds first, then slurmctld, munged last
