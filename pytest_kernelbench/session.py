@@ -19,7 +19,6 @@ from filelock import FileLock
 from . import launch, metrics
 from .candidates import copies, safety
 from .launch import registry, slurm_workers
-from .launch.jobs import step_facts
 from .launch.base import Launcher
 from .launch.gpus import GpuPool
 from .metrics import roofline
@@ -236,9 +235,9 @@ class KBSession:
                 record.gpus, record.concurrent_with = lease["gpus"], lease["concurrent_with"]
             else:
                 facts = launch.run_job(job_dir, job, **kwargs)
-        step = step_facts(job_dir)       # a Slurm step: which step ran the item, each rank's node
-        if step:
-            record.slurm_step, record.hosts = step["slurm_step"], step["hosts"]
+        if facts.exits is not None and facts.exits.step is not None:    # a Slurm step: its id, each rank's node
+            record.slurm_step = facts.exits.step
+            record.hosts = [facts.exits.hosts.get(r) for r in range(placement.world_size)]
         self.fill(record, judge(facts), placement)
         metrics.annotate_metric(record.sizes, problem.metric)
         record.job_dir = str(job_dir)

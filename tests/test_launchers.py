@@ -23,26 +23,11 @@ from pytest_kernelbench.launch.fork import ForkedRanks, ForkLauncher
 from pytest_kernelbench.launch.torchrun import TorchrunLauncher, TorchrunRanks
 from pytest_kernelbench.launch.slurm import SlurmLauncher, SlurmRanks
 from pytest_kernelbench.protocol import ExitFacts, JobLayout
+from test_harness_cpu import CANDIDATES as HARNESS_CANDIDATES
 
-CANDIDATES = {
-    "good": """
-import torch.distributed as dist
-def solution(x):
-    out = x.clone()
-    dist.all_reduce(out)
-    return out
-""",
-    "exits_on_rank1": """
-import os
-import torch.distributed as dist
-def solution(x):
-    if dist.get_rank() == 1:
-        os._exit(7)
-    out = x.clone()
-    dist.all_reduce(out)
-    return out
-""",
-}
+# the harness tests' candidates (one source for every launcher's tests): an honest one and one
+# whose rank 1 exits 7 without a word
+CANDIDATES = {name: HARNESS_CANDIDATES[name] for name in ("good", "exits_on_rank1")}
 
 # a launcher of the user's own: the fork launcher, wrapped so that it records every job it starts
 CONFTEST = '''

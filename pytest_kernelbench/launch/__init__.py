@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..procs import Activity, ProcessHunter, become_subreaper
-from ..protocol import JobLayout, JobSpec
+from ..protocol import ExitFacts, JobLayout, JobSpec
 from .base import Launcher, LaunchError, Ranks
 from .env import SAFE_ENV, job_env
 from .jobs import read_phases, setup_phase
@@ -67,6 +67,7 @@ class LaunchFacts:
     log_limit: int = LOG_LIMIT_BYTES
     tree_changed: list[str] = field(default_factory=list)  # protected files the job changed (undone)
     quarantine: Path | None = None                         # where those changes were kept
+    exits: ExitFacts | None = None                         # how the ranks ended, as the launcher wrote it
 
 
 def snapshot_tree(roots: Iterable[str | Path], digest: bool = False) -> dict:
@@ -181,6 +182,7 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     facts.killed += ranks.finish()
     facts.returncode = ranks.returncode
     ranks.write_exits()
+    facts.exits = ExitFacts.read(layout.exits)
     _cleanup(layout)
     facts.truncated = sorted(truncated)
     facts.quarantine = job_dir / "quarantine"

@@ -1,11 +1,10 @@
 """The job folder as the launcher watches it while the ranks run: their heartbeats and phases
-(launch puts setup phases on the compile budget; outcome.py names them in its messages), and
-where the ranks ran (a Slurm step's id and nodes, for the record)."""
+(launch puts setup phases on the compile budget; outcome.py names them in its messages)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..protocol import SETUP_MARK, ExitFacts, JobLayout
+from ..protocol import SETUP_MARK, JobLayout
 
 
 def read_heartbeats(job_dir: Path) -> dict[int, tuple[float, str]]:
@@ -42,11 +41,3 @@ def setup_phase(phase: str) -> bool:
     """Importing the candidate or its first call of a size: time on the compile budget."""
     return phase.startswith("import candidate") or SETUP_MARK in phase
 
-
-def step_facts(job_dir: Path) -> dict:
-    """For the item's record: the step that ran it and the node of each rank (from logs/exits.json);
-    nothing for a job that was not a step."""
-    facts = ExitFacts.read(JobLayout(job_dir).exits)
-    if facts is None or facts.step is None:
-        return {}
-    return {"slurm_step": facts.step, "hosts": [facts.hosts.get(r) for r in range(len(facts.exits))]}

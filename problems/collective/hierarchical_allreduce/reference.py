@@ -7,7 +7,7 @@ _GROUPS: dict = {}
 
 
 def _node_groups():
-    """(this node's group, the group of this local rank on every node), made once."""
+    """(ranks per node, this node's group, the group of this local rank on every node), made once."""
     world, rank = dist.get_world_size(), dist.get_rank()
     local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     if (world, local) not in _GROUPS:
