@@ -1,23 +1,43 @@
 #!/usr/bin/env bash
-# Which part of the candidate's side costs time (one GPU): the self-check of all_reduce (W = 1 copy)
-# with the environment watcher and the in-process guards switched off one at a time.
+# Where the candidate side's time goes (one GPU): the self-check of a few W = 1 copies with the
+# checker's wait, the pinning, the environment watcher and the in-process guards switched one at a
+# time; each size's window split into its parts (timing.window_us: go, calls, sync, epilogue, seen).
+#   bash bench/split_knobs.sh [variant ...]    (default: all below)
 source "$(dirname "$0")/gpu_common.sh"
 mkdir -p /tmp/kn
+log cpus; nproc; lscpu | grep -E "^(Thread|Core|Socket|Model name)" ; cat /sys/devices/system/cpu/cpu{0,1,2,15}/topology/thread_siblings_list 2>/dev/null | tr '\n' ' '; echo
 python3 - <<'PY'
 import pathlib, shutil, yaml
-src = pathlib.Path("problems/collective/all_reduce"); dst = pathlib.Path("/tmp/kn/w1/collective/all_reduce")
-shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "solutions"))
-d = yaml.safe_load((dst / "problem.yaml").read_text()); d["world_sizes"] = [1]; d.pop("solutions", None)
-(dst / "problem.yaml").write_text(yaml.safe_dump(d, sort_keys=False))
+for rel in ("collective/all_reduce", "collective/all_to_all", "utility/grad_clip_inplace"):
+    src = pathlib.Path("problems") / rel; dst = pathlib.Path("/tmp/kn/w1") / rel
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "solutions"))
+    d = yaml.safe_load((dst / "problem.yaml").read_text()); d["world_sizes"] = [1]; d.pop("solutions", None)
+    (dst / "problem.yaml").write_text(yaml.safe_dump(d, sort_keys=False))
 PY
-for v in "as-is" "KB_DEV_NO_WATCH=1" "KB_DEV_NO_GUARDS=1" "KB_DEV_NO_WATCH=1 KB_DEV_NO_GUARDS=1"; do
-  env $( [ "$v" = as-is ] || echo $v ) timeout 120 $PT /tmp/kn/w1 --kb-candidate=reference --kb-sizes=small,medium \
-     --kb-timing-rounds=10 --kb-report=/tmp/kn/$(echo $v | tr ' =' '__').json > /dev/null 2>&1
-  python3 - "$v" /tmp/kn/$(echo $v | tr ' =' '__').json <<'PY'
+VARIANTS=("$@")
+[ ${#VARIANTS[@]} -eq 0 ] && VARIANTS=("as-is" "KB_DEV_CHECKER_SLEEP=1" "KB_DEV_NO_PIN=1" "KB_DEV_NO_WATCH=1,KB_DEV_NO_GUARDS=1"
+                                       "KB_DEV_CHECKER_SLEEP=1,KB_DEV_NO_WATCH=1,KB_DEV_NO_GUARDS=1" "as-is")
+n=0
+for v in "${VARIANTS[@]}"; do
+  n=$((n + 1)); rep=/tmp/kn/$n.json
+  log "variant $v"
+  env $( [ "$v" = as-is ] || echo "$v" | tr ',' ' ' ) timeout 200 $PT /tmp/kn/w1 --kb-candidate=reference \
+     --kb-timing-rounds=8 --kb-report=$rep 2>&1 | tail -1
+  cp $rep "$OUT/knobs-$n.json" 2>/dev/null
+  python3 - "$v" $rep <<'PY'
 import json, sys
-d = json.load(open(sys.argv[2])); i = d["items"][0]
-print(sys.argv[1], i["outcome"], [(s["name"], round(s.get("speedup") or 0, 3), round(s["timing"]["reference"]["median_s"] * 1e6, 1),
-       round(s["timing"]["candidate"]["median_s"] * 1e6, 1), s["timing"]["reference"]["iters"]) for s in i["sizes"]])
+d = json.load(open(sys.argv[2]))
+for i in d["items"]:
+    for s in i.get("sizes", []):
+        t = s.get("timing") or {}
+        if not t:
+            continue
+        w = t.get("window_us", {})
+        cell = lambda side: " ".join(f"{k}={v:.0f}" for k, v in w.get(side, {}).items())
+        print(f"{sys.argv[1][:40]:40s} {i['problem'][-14:]:14s} {s['name']:6s} x{s.get('speedup') or 0:.3f} "
+              f"ref {t['reference']['median_s']*1e6:8.1f} cand {t['candidate']['median_s']*1e6:8.1f} us/call "
+              f"n={t['reference']['iters']:4d} | R {cell('reference')} | C {cell('candidate')}")
 PY
-  cp /tmp/kn/*.json $OUT/ 2>/dev/null
 done
+log done

@@ -18,7 +18,7 @@ import hmac
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
@@ -270,6 +270,14 @@ class JobLayout:
     def scratch(self, rank: int) -> Path:
         return self.dir / "scratch" / f"rank{rank}"
 
+    def reference_log(self, rank: int) -> Path:
+        """The reference process's output (the trusted twin of the candidate process that times the
+        reference through the same batch protocol)."""
+        return self.logs / f"reference{rank}.log"
+
+    def reference_scratch(self, rank: int) -> Path:
+        return self.dir / "scratch" / f"reference{rank}"
+
     def error(self, rank: int) -> Path:
         return self.errors / f"rank{rank}.json"
 
@@ -412,6 +420,8 @@ class Batch:                         # call solution() on these sets, in order; 
     calls: list
     first: bool = False              # the size's first call: setup (compile, rendezvous), long timeouts
     spin: bool = False               # wait for "go" and mark "done" by spinning on the control page
+    inputs: bool = False             # in-place problems: the sets rebuilt from the lent memory before the
+                                     # calls, and described after them (a list element may be rebound)
 
 
 @dataclass
@@ -424,6 +434,9 @@ class Done:                          # a batch's end, written to the control pag
     threads: list = field(default_factory=list)     # Python threads still running after the calls
     lent: list = field(default_factory=list)        # CUDA: where it mapped the arenas it was lent, [base, nbytes, id]
     failed: dict | None = None       # a Failed, as a dict: the batch raised
+    inputs: list = field(default_factory=list)      # Batch.inputs: each call's input set after it, as outputs are
+    stamps: list = field(default_factory=list)      # diagnostics only, never trusted: perf_counter at go seen,
+                                                    # calls issued, device synchronized, Done written
 
 
 @dataclass
@@ -441,7 +454,16 @@ MESSAGES = {cls.__name__: cls for cls in (CandidateInit, Ready, StorePort, Impor
 
 
 def encode(msg: object) -> bytes:
-    return json.dumps({"kind": type(msg).__name__, **asdict(msg)}).encode()   # type: ignore[call-overload]
+    # fields shallowly (a nested dataclass through `default`): asdict deep-copies every output's
+    # description, 16 us an output, which a timed window of 400 calls paid at its end
+    body = {f.name: getattr(msg, f.name) for f in fields(msg)}   # type: ignore[arg-type]
+    return json.dumps({"kind": type(msg).__name__, **body}, default=_plain).encode()
+
+
+def _plain(obj: object) -> object:
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return asdict(obj)
+    raise TypeError(f"{type(obj).__name__} is not plain data")
 
 
 def decode(data: bytes) -> object:

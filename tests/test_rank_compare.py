@@ -40,3 +40,26 @@ def test_aliasing_unchanged_and_distinct():
     assert "modified" in compare.unchanged((x,), before)
     buf = torch.ones(3)
     assert "persistent buffer" in compare.distinct([buf, buf])
+
+
+def test_adopt_takes_the_fresh_tensors_and_modules_and_keeps_what_refill_keeps():
+    # the checker's own copy of a refilled timing set: the fresh values without a copy, and the same
+    # structure refill() leaves the lent copy with (scalars and dicts stay as lent)
+    import collections
+
+    Pair = collections.namedtuple("Pair", "a b")
+    old_lin, new_lin = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    old = (torch.zeros(2), [torch.zeros(1), 3], {"k": torch.zeros(1)}, Pair(torch.zeros(1), 7), old_lin)
+    new = (torch.ones(2), [torch.ones(1), 4], {"k": torch.ones(1)}, Pair(torch.ones(1), 8), new_lin)
+    got = compare.adopt(old, new)
+    assert got[0] is new[0] and got[1][0] is new[1][0] and got[1][1] == 3
+    assert got[2] is old[2]
+    assert isinstance(got[3], Pair) and got[3].a is new[3].a and got[3].b == 7
+    assert got[4] is new_lin
+
+
+def test_refill_copies_a_modules_tensors_in_place():
+    lent, fresh = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    ptr = lent.weight.data_ptr()
+    compare.refill([lent], [fresh])
+    assert lent.weight.data_ptr() == ptr and torch.equal(lent.weight, fresh.weight) and torch.equal(lent.bias, fresh.bias)

@@ -118,3 +118,21 @@ def test_a_user_round_count_is_exact_on_gpus_too():
     assert (spec.rounds, spec.max_rounds) == (10, 0)
     assert TimingSpec.for_device("cuda").max_rounds > TimingSpec.for_device("cuda").rounds
     assert TimingSpec.for_device("cpu").max_rounds == 0
+
+
+def test_no_window_holds_more_calls_than_the_memory_cap():
+    # the warm-up and the probe windows held 24 calls whatever the cap: with two processes holding a
+    # window's outputs, a 1.1 GiB-per-call problem ran an H100 out of memory (zero1_adam_step, large)
+    clocks, seen = _VirtualClocks(), []
+
+    def impl(x):
+        clocks.now += 1.0
+
+    def side(calls, key):
+        seen.append(calls)
+        return clocks.side(impl)(calls, key)
+
+    spec = TimingSpec(rounds=6, warmup=5, round_s=100.0, max_iters=5000)
+    Timing(lambda v: v, lambda msg: None, spec).run("size x", {"reference": side, "candidate": side},
+                                                    lambda key: None, lambda name: 3)
+    assert max(seen) == 3 and min(seen) >= 1, seen

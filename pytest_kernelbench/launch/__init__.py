@@ -215,14 +215,16 @@ ACTIVITY_HOLD_S = 3.0
 
 
 def _job_pids(layout: JobLayout, nproc: int) -> tuple[set[int], dict[int, int]]:
-    """(checker pids, rank -> candidate pid), as each checker wrote them (hb/pids<R>)."""
+    """(trusted pids: checkers and their reference processes, rank -> candidate pid), as each
+    checker wrote them (hb/pids<R>: checker, candidate, reference)."""
     checkers, candidates = set(), {}
     for r in range(nproc):
         try:
-            checker, candidate = (int(x) for x in layout.pids(r).read_text().split())
+            checker, candidate, *reference = (int(x) for x in layout.pids(r).read_text().split())
         except (OSError, ValueError):
             continue
         checkers.add(checker)
+        checkers.update(p for p in reference if p > 0)
         candidates[r] = candidate
     return checkers, candidates
 

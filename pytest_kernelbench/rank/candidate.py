@@ -46,10 +46,14 @@ SPIN_LIMIT_S = 600.0
 
 
 class CandidateProcess:
-    def __init__(self, chan: Channel, ctrl: ControlPage, layers: list[str]):
+    def __init__(self, chan: Channel, ctrl: ControlPage, layers: list[str], role: str = "candidate"):
         self.chan, self.ctrl, self.layers = chan, ctrl, layers
+        # "reference": the same process, serving the reference for timing, so both sides of a timed
+        # window run the same code in the same kind of process (its findings are not a verdict)
+        self.role = role
         self.arenas: dict[int, Any] = {}
         self.sets: list[Any] = []
+        self.trees: list[dict] = []
         self.held: list[Any] = []
         self.exported: list[tuple[int, int]] = []      # CUDA allocations already announced: (base, end)
         self.driver: Any = None
@@ -105,7 +109,7 @@ class CandidateProcess:
     def import_candidate(self) -> None:
         msg = self.msg
         t0 = time.perf_counter()
-        self.shield.armed = True
+        self.shield.armed = self.role == "candidate"     # the reference lives in the problem tree
         try:
             if msg.native_lib:
                 from .native import NativeContext, load
@@ -113,7 +117,7 @@ class CandidateProcess:
                 ctx = NativeContext(msg.rank, msg.world, self.device, self.dtype, msg.sizes)
                 module: Any = load(msg.native_lib, glue, ctx)
             else:
-                module = _load_file(msg.candidate_path, "kb_candidate")
+                module = _load_file(msg.candidate_path, f"kb_{self.role}")
         except BaseException as e:  # noqa: BLE001 - untrusted code may raise anything
             self.shield.armed = False
             tb = traceback.format_exc()
@@ -126,7 +130,10 @@ class CandidateProcess:
         self.shield.armed = False
         self.solution: Any = getattr(module, "solution", None)
         if not callable(self.solution):
-            raise _Stop(Failure.COMPILE_ERROR, "the candidate module defines no callable solution()")
+            raise _Stop(Failure.COMPILE_ERROR, f"the {self.role} module defines no callable solution()")
+        if self.role != "candidate":       # the reference is trusted: nothing below is its verdict
+            self.chan.send(Imported(time.perf_counter() - t0))
+            return
         unsafe = self.unsafe()
         if unsafe:
             raise _Stop(Failure.UNSAFE, f"importing the candidate: {unsafe}")
@@ -143,16 +150,21 @@ class CandidateProcess:
         self.arenas[msg.id] = memory.Mapped(msg, fds, self.device, self.driver)
 
     def set_inputs(self, msg: Sets) -> None:
+        self.trees = list(msg.sets)
         self.sets = [memory.build(t, self.arenas) for t in msg.sets]
 
     def run_batch(self, msg: Batch, seq: int) -> None:
         """Wait for "go", call solution() on each listed set, hold every output, synchronize the
         device, describe the outputs, and only then mark "done"."""
+        if msg.inputs:        # what an earlier call rebound in a set (an in-place problem) is undone
+            for i in set(msg.calls):
+                self.sets[i] = memory.build(self.trees[i], self.arenas)
         if msg.spin:
             self.ctrl.mark_armed(seq)
             self.ctrl.spin(0, seq, time.monotonic() + SPIN_LIMIT_S)
         else:
             self.chan.wait_poke()
+        t_go = time.perf_counter()
         done = Done(outputs=[])
         self.forbid.active = not msg.first
         self.shield.armed = True
@@ -165,10 +177,15 @@ class CandidateProcess:
                 outs.append(self.solution(*self.sets[i]))
                 if threading.active_count() > self.baseline_count and not running:   # cheap: no list made
                     running = [t.name for t in threading.enumerate() if t not in self.baseline_threads]
+            t_calls = time.perf_counter()
             if self.sync is not None:
                 self.sync()
+            t_sync = time.perf_counter()
             done.outputs = [memory.describe(o, lambda p: self._export(p, new)) for o in outs]
+            if msg.inputs:
+                done.inputs = [memory.describe(self.sets[i], lambda p: self._export(p, new)) for i in msg.calls]
         except BaseException as e:  # noqa: BLE001
+            t_calls = t_sync = time.perf_counter()
             done.failed = {"category": Failure.RUNTIME_ERROR, "message": f"{type(e).__name__}: {e}",
                            "traceback": traceback.format_exc()[-4000:]}
         finally:
@@ -187,6 +204,7 @@ class CandidateProcess:
         if self.shield.attempts:
             done.forbidden["refused access to hidden files: " + ", ".join(sorted(set(self.shield.attempts)))[:300]] = 1
             self.shield.attempts.clear()
+        done.stamps = [t_go, t_calls, t_sync, time.perf_counter()]
         self.ctrl.put_done(seq, encode(done))
         self.chan.poke()
 
@@ -263,7 +281,7 @@ def _load_file(path: str | None, name: str) -> Any:
 
 
 def main(sock_fd: int, ctrl: ControlPage, log_fd: int, read_only: list[str], read_write: list[str],
-         sys_path: list[str], env: dict[str, str]) -> None:
+         sys_path: list[str], env: dict[str, str], role: str = "candidate", cuda_device: int | None = None) -> None:
     """The forked child's life; leaves through os._exit. Runs before anything secret exists in
     the parent, so its memory holds nothing worth reading."""
     import socket
@@ -284,12 +302,21 @@ def main(sock_fd: int, ctrl: ControlPage, log_fd: int, read_only: list[str], rea
         sys.argv = ["kernelbench-candidate"]
         os.environ.update(env)             # home, temporary and cache folders inside its own scratch
         os.chdir(env.get("HOME", "/"))
-        from .sandbox import harden
+        from .sandbox import harden, nondumpable
         layers = harden(read_only, read_write)
+        if role != "candidate":     # the reference process: out of a candidate's reach even without Landlock
+            nondumpable()
         sys.path[:0] = [p for p in sys_path if p not in sys.path]
         chan = Channel(socket.socket(fileno=sock_fd))
-        proc = CandidateProcess(chan, ctrl, layers)
+        proc = CandidateProcess(chan, ctrl, layers, role)
         chan.send(Ready(os.getpid(), layers))
+        if cuda_device is not None:      # the CUDA context now, while the checker makes its own
+            try:
+                import torch
+                torch.cuda.set_device(cuda_device)
+                torch.zeros(1, device=torch.device("cuda", cuda_device))
+            except Exception:  # noqa: BLE001 - init() tries again and says why
+                pass
         try:
             msg, _ = chan.recv()
             if not isinstance(msg, CandidateInit):

@@ -11,6 +11,7 @@ agreed across checkers; rank 0 writes the signed result.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -21,7 +22,7 @@ import time
 from typing import Any, NoReturn
 
 from ..protocol import CandidateInit, Failure, JobLayout, JobSpec, Outcome
-from . import exchange, sandbox
+from . import exchange, sandbox, solvers
 from .envwatch import EnvWatch
 from .failures import AgreedFailure, ItemFailed
 from .files import JobFiles, load_module
@@ -43,6 +44,8 @@ class Checker:
         self.phases: dict[str, float] = {}
         self.warnings: list[str] = []
         self.link: Link | None = None
+        self.ref: Link | None = None       # the reference process (timing only)
+        self.ref_scheduling: dict = {}
         self.watch: EnvWatch | None = None
         self.key = ""
         self.nonce = ""
@@ -50,26 +53,16 @@ class Checker:
         self.arenas: dict[int, Any] = {}
         self.isolation: list[str] = []
 
-    # ---- before anything secret: the candidate process ----------------------------------------------
+    # ---- before anything secret: the candidate process and the reference process ------------------
     def start_candidate(self) -> None:
-        scratch = self.layout.scratch(self.rank)
-        for sub in ("tmp", ".cache", ".nv"):
-            (scratch / sub).mkdir(parents=True, exist_ok=True)
-        env = {"HOME": str(scratch), "TMPDIR": str(scratch / "tmp"), "XDG_CACHE_HOME": str(scratch / ".cache"),
-               "CUDA_CACHE_PATH": str(scratch / ".nv"), "TORCHINDUCTOR_CACHE_DIR": str(scratch / ".cache" / "inductor"),
-               "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
-        self.link = Link.start(str(self.layout.log(self.rank)), read_only=[str(self.layout.candidate)],
-                               read_write=[str(scratch), *self.job.builds], sys_path=list(self.job.sys_path), env=env)
-        self.files.pids(os.getpid(), self.link.pid)
-        if self.job.device == "cuda":
-            from .cores import plan
-            cpus = plan(self.local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", self.world)))
-            if cpus is not None:
-                os.sched_setaffinity(0, cpus[0])
-                os.sched_setaffinity(self.link.pid, cpus[1])
-                self.link.pinned = True
+        """Fork the candidate process and (when timing) the reference process, its twin that times
+        the reference through the same batch protocol: both side by side, each in the same kind of
+        hardened process (rank/solvers.py)."""
+        self.link, self.ref = solvers.start(self.layout, self.job, self.rank, self.local_rank)
+        self.files.pids(os.getpid(), self.link.pid, self.ref.pid if self.ref else 0)
         if not self.job.allow_multicast and os.environ.get("KB_DEV_NO_WATCH") != "1":
-            self.watch = EnvWatch(self.link.pid, 0.02 if self.job.device == "cuda" else 0.05)
+            pids = [self.link.pid] + ([self.ref.pid] if self.ref else [])     # both: a window costs both alike
+            self.watch = EnvWatch(pids, 0.02 if self.job.device == "cuda" else 0.05)
             self.link.own.add(self.watch.watcher)
 
     def fetch_secret(self) -> None:
@@ -179,7 +172,9 @@ class Checker:
         says (`lent`: where it claims them; a false claim points only at other inputs)."""
         if self.link is None:
             return []
-        ranges = self.link.reader.mapped("memfd:kb-arena")
+        # the maps of a CUDA process run to thousands of lines: read only where a CPU arena was lent
+        cpu = any(a.device.type == "cpu" for a in self.arenas.values())
+        ranges = self.link.reader.mapped("memfd:kb-arena") if cpu else []
         if self.job.device == "cuda":
             ranges += [(int(b), int(b) + int(n)) for b, n, _ in lent]
         return ranges
@@ -207,13 +202,46 @@ class Checker:
             from .steps import reachable_address
             here = reachable_address()
         self.link.init(init, publish_port=lambda port: self.store.set(port_key, f"{here} {port}"))
+        if self.ref is not None:        # the reference process joins a group of its own, like the candidates'
+            self.ref.ready()
+            ref_init = dataclasses.replace(init, candidate_path=os.path.abspath(job.reference_path), native_lib=None,
+                                           glue_path=None)
+            ref_key = f"kb/{job.token}/reference-store"
+            if self.rank != 0:
+                host, port = self.store.get(ref_key).decode().split()
+                ref_init.store_host, ref_init.store_port = host, int(port)
+            self.ref.init(ref_init, publish_port=lambda port: self.store.set(ref_key, f"{here} {port}"))
         import_s = self.link.imported(budget)
         self.phases["import_s"] = import_s
+        if self.ref is not None:
+            try:
+                self.ref.imported(budget)
+            except ItemFailed as f:
+                raise ItemFailed(Failure.HARNESS_ERROR, f"the reference process: {f.message}", "reference", tb=f.tb) from None
         self.unsafe_check("importing the candidate")
         # ranks may compile for different times: meet on the store (no collective: its short
         # process-group timeout would fire while a peer still compiles)
         self.files.heartbeat("import candidate (waiting for peers)")
         self.store_barrier("imported", budget, "finish importing the candidate")
+        self.pin()
+        if self.ref is not None:
+            self.ref_scheduling = self.ref.scheduling()
+
+    def pin(self) -> None:
+        """GPU jobs: the checker on a core of its own, its two solver processes on another (cores.py)."""
+        if self.job.device == "cuda" and os.environ.get("KB_DEV_NO_PIN") != "1":
+            solvers.pin(self.link, self.ref, self.local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", self.world)))
+
+    def reference_untouched(self, phase: str) -> None:
+        """Before a reference window: the reference process is scheduled as it was set up (the
+        candidate process runs as the same user, so it could renice, re-pin or re-group it to slow
+        the reference; Landlock does not cover scheduling)."""
+        if self.ref is None or not self.ref_scheduling:
+            return
+        changed = solvers.scheduling_changes(self.ref_scheduling, self.ref.scheduling(), self.ref.pid)
+        if changed:
+            self.die(Failure.FORBIDDEN_CALL, f"{phase}: the scheduling of the reference process was changed (only the "
+                     f"candidate could): {'; '.join(changed)[:400]}", "candidate")
 
     def unsafe_check(self, phase: str) -> None:
         found = self.watch.finding() if self.watch is not None else None
@@ -236,8 +264,9 @@ class Checker:
         except Exception as e:  # a harness bug, not the candidate's
             self.die(Failure.HARNESS_ERROR, f"harness.inputs() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
 
-    def call_reference(self, args: tuple, phase: str) -> Any:
-        self.files.heartbeat(f"{phase}, reference call")
+    def call_reference(self, args: tuple, phase: str, beat: bool = True) -> Any:
+        if beat:        # a file written per call: the checks of a timed window write it once
+            self.files.heartbeat(f"{phase}, reference call")
         try:
             out = self.reference.solution(*args)
             if self.job.device == "cuda":
@@ -278,8 +307,11 @@ class Checker:
         self.finish(done)
 
     def close(self) -> None:
-        if self.link is not None:
-            self.link.close()
+        links = [link for link in (self.link, self.ref) if link is not None]
+        for link in links:          # both told first: their CUDA teardowns overlap
+            link.ask_exit()
+        for link in links:
+            link.close()
         if self.watch is not None:
             self.watch.stop()
 
@@ -331,18 +363,24 @@ def main(argv: list[str] | None = None) -> NoReturn:
     code = 0
 
     def forward(signum: int, frame: Any) -> None:      # stop the candidate too: its stack goes to its log
-        if checker.link is not None and checker.link.pid > 0:
-            checker.link.cont()
-            try:
-                os.killpg(checker.link.pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                pass
+        for link in (checker.link, checker.ref):
+            if link is not None and link.pid > 0:
+                link.cont()
+                try:
+                    os.killpg(link.pid, signal.SIGTERM)
+                except (ProcessLookupError, PermissionError):
+                    pass
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
     signal.signal(signal.SIGTERM, forward)
     faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)   # its own stack, then forward()
     try:
-        checker.run()
+        if os.environ.get("KB_DEV_PROFILE"):    # a dev knob: where the checker's time goes (cProfile stats)
+            import cProfile
+            cProfile.runctx("checker.run()", globals(), {"checker": checker},
+                            os.path.join(os.environ["KB_DEV_PROFILE"], f"checker{checker.rank}-{os.getpid()}.prof"))
+        else:
+            checker.run()
     except ItemFailed as f:
         code = 3
         checker.files.error(f.category, f.message, f.where, f.exc, f.tb)

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..protocol import Failure
 from . import compare
+from .memory import output_spans
 
 Verdict = dict
 
@@ -78,3 +79,28 @@ def after_timing(sets: list, call_candidate: Callable, call_reference: Callable,
             del exp, ref_in
         del outs, pristine
     return found
+
+
+def shared_storage(trees: list[dict], arenas: list[tuple[int, int]], held: list[tuple[int, int, str]],
+                   inplace: bool) -> str | None:
+    """A window's described outputs (rank/memory.py trees) that share memory with another call's
+    (held: outputs of earlier calls still alive) or with a lent input (`arenas`: where the
+    candidate mapped them); an in-place call may return the inputs it changed."""
+    mine = []
+    for call, tree in enumerate(trees):
+        for start, end in output_spans(tree):
+            if any(a < end and start < b for a, b in arenas):
+                if inplace:
+                    continue
+                return "an output shares memory with an input (return a fresh tensor, not a view of an input)"
+            mine.append((start, end, call))
+    if inplace:     # calls on one input set return the same (updated) inputs
+        return None
+    reach, owner = -1, None          # a sweep: the furthest end so far, and whose it is
+    for start, end, call in sorted(mine + [(s, e, -1) for s, e, _ in held]):
+        if start < reach and call != owner:
+            return ("the outputs of different calls share storage, so an earlier result was overwritten "
+                    "(return a fresh tensor each call, not a persistent buffer)")
+        if end > reach:
+            reach, owner = end, call
+    return None

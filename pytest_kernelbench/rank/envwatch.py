@@ -92,7 +92,10 @@ class _Env:
 
 
 class EnvWatch:
-    def __init__(self, pid: int, interval_s: float):
+    """Watches the candidate process and the reference process alike (the reference's slots cost
+    its windows what the candidate's cost theirs); a stopped process is skipped."""
+
+    def __init__(self, pids: list[int], interval_s: float):
         want = {k.encode(): v.encode() for k, v in MULTICAST_OFF.items() if os.environ.get(k) == v}
         r, w = os.pipe()
         self.watcher = os.fork()
@@ -102,19 +105,20 @@ class EnvWatch:
             try:
                 from ..procs import die_with_parent
                 die_with_parent()
-                env = _Env(pid, tuple(want))
-                while True:
-                    if env.stopped(pid):          # stopped while the reference runs: nothing to see
-                        time.sleep(interval_s)
-                        continue
-                    now = env.read()
-                    if now is None:               # the candidate is gone
-                        break
-                    changed = [f"{k.decode()}={now.get(k, b'').decode(errors='replace')!r} (was {v.decode()!r})"
-                               for k, v in want.items() if now.get(k) != v]
-                    if changed:
-                        os.write(w, "; ".join(changed)[:1000].encode())
-                        break
+                envs = {pid: _Env(pid, tuple(want)) for pid in pids}
+                while envs:
+                    for pid, env in list(envs.items()):
+                        if env.stopped(pid):      # stopped while the other side's window runs
+                            continue
+                        now = env.read()
+                        if now is None:           # the process is gone
+                            del envs[pid]
+                            continue
+                        changed = [f"{k.decode()}={now.get(k, b'').decode(errors='replace')!r} (was {v.decode()!r})"
+                                   for k, v in want.items() if now.get(k) != v]
+                        if changed:
+                            os.write(w, "; ".join(changed)[:1000].encode())
+                            envs.clear()
                     time.sleep(interval_s)
             except BaseException:  # noqa: BLE001 - the watcher never takes the checker down
                 code = 1

@@ -27,8 +27,8 @@ class JobFiles:
     def heartbeat(self, phase: str):
         atomic_write(self.layout.heartbeat(self.rank), f"{time.time():.3f} {phase}\n")
 
-    def pids(self, checker: int, candidate: int):
-        atomic_write(self.layout.pids(self.rank), f"{checker} {candidate}\n")
+    def pids(self, checker: int, candidate: int, reference: int = 0):
+        atomic_write(self.layout.pids(self.rank), f"{checker} {candidate} {reference}\n")
 
     def error(self, category: str, message: str, where: str, exc: BaseException | None = None, tb: str = ""):
         tail = tb or ("".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:] if exc else "")

@@ -33,6 +33,8 @@ class Window:
     done: Done
     calls: int
     outputs: dict[int, Any] = field(default_factory=dict)     # call index -> the output as read at "done"
+    opened: float = 0.0                # perf_counter at "go" and when the checker saw "done" (diagnostics)
+    seen: float = 0.0
 
 
 class Link:
@@ -43,13 +45,15 @@ class Link:
         self.reader: Any = None
         self.stopped = False
         self.pinned = False                # on a core apart from the candidate's: it may spin (cores.py)
+        self.spin_done = os.environ.get("KB_DEV_CHECKER_SLEEP") != "1"     # a dev knob (bench/split_knobs.sh)
         self.own: set[int] = set()         # the checker's own other children (its environment watcher)
         self.arenas: dict[int, Any] = {}   # the checker's arenas, by id (rank/memory.py)
+        self.exit_asked = False
 
     # ---- start ----------------------------------------------------------------------------------
     @classmethod
     def start(cls, log_path: str, read_only: list[str], read_write: list[str], sys_path: list[str],
-              env: dict[str, str]) -> Link:
+              env: dict[str, str], role: str = "candidate", cuda_device: int | None = None) -> Link:
         ctrl = ControlPage()
         ours, theirs = socket.socketpair()
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -57,7 +61,7 @@ class Link:
         if pid == 0:                                   # the candidate process
             ours.close()
             from .candidate import main
-            main(theirs.fileno(), ctrl, log_fd, read_only, read_write, sys_path, env)
+            main(theirs.fileno(), ctrl, log_fd, read_only, read_write, sys_path, env, role, cuda_device)
             os._exit(70)
         theirs.close()
         os.close(log_fd)
@@ -125,11 +129,11 @@ class Link:
         except OSError:
             raise ItemFailed(Failure.CRASH, f"the candidate process died ({self.exit_text()})", "candidate") from None
 
-    def batch(self, calls: list[int], first: bool, spin: bool, barrier: Any, timeout: float) -> Window:
+    def batch(self, calls: list[int], first: bool, spin: bool, barrier: Any, timeout: float, inputs: bool = False) -> Window:
         """Run a batch and time it from "go" to "done" (`barrier()` first, across checkers)."""
         self.seq += 1
         seq = self.seq
-        self.send(Batch(calls=list(calls), first=first, spin=spin))
+        self.send(Batch(calls=list(calls), first=first, spin=spin, inputs=inputs))
         if spin and not self.ctrl.spin(24, seq, time.monotonic() + timeout, self.alive):    # waiting for "go"
             if not self.alive():
                 raise ItemFailed(Failure.CRASH, f"the candidate process died ({self.exit_text()})", "candidate")
@@ -142,7 +146,7 @@ class Link:
         # "done": spun for where the checker has a core of its own (no wake-up in the window); else
         # slept for (a byte on the socket): a checker spinning beside the candidate took CPU from
         # its calls (+60 % per call at 1 MiB on an H100), which the reference never paid
-        if spin and self.pinned and not self.ctrl.spin(8, seq, time.monotonic() + timeout, self.alive):
+        if spin and self.pinned and self.spin_done and not self.ctrl.spin(8, seq, time.monotonic() + timeout, self.alive):
             if not self.alive():
                 raise ItemFailed(Failure.CRASH, f"the candidate process died in a call ({self.exit_text()})", "candidate")
             raise ItemFailed(Failure.TIMEOUT, f"the candidate did not finish a batch within {timeout:.0f} s", "candidate")
@@ -155,8 +159,9 @@ class Link:
         except TimeoutError:
             raise ItemFailed(Failure.TIMEOUT, f"the candidate did not finish a batch within {timeout:.0f} s",
                              "candidate") from None
-        if not (spin and self.pinned):
+        if not (spin and self.pinned and self.spin_done):
             seconds = time.perf_counter() - t0
+        seen = t0 + seconds
         if self.ctrl.done != seq:
             raise ItemFailed(Failure.RUNTIME_ERROR, f"the candidate process broke the protocol (done mark {self.ctrl.done}, "
                              f"batch {seq})", "candidate")
@@ -166,7 +171,7 @@ class Link:
             done = None
         if not isinstance(done, Done):
             raise ItemFailed(Failure.RUNTIME_ERROR, "the candidate process broke the protocol (no Done)", "candidate")
-        return Window(seconds, done, len(calls))
+        return Window(seconds, done, len(calls), opened=t0, seen=seen)
 
     def alive(self) -> bool:
         """Whether the candidate process still runs (not exited, not a zombie)."""
@@ -183,6 +188,11 @@ class Link:
             self.chan.poke()
         except OSError:
             raise ItemFailed(Failure.CRASH, f"the candidate process died ({self.exit_text()})", "candidate") from None
+
+    def read_inputs(self, window: Window, index: int) -> Any:
+        """An in-place call's input set as the candidate left it (Batch.inputs), the checker's copy."""
+        self.read(window, [])
+        return memory.read(window.done.inputs[index], self.reader)
 
     def read(self, window: Window, indices: list[int]) -> dict[int, Any]:
         """The outputs of the given calls, read by the checker now (its own copies)."""
@@ -219,7 +229,24 @@ class Link:
 
     def children(self) -> list[int]:
         """Living processes below the candidate process, or re-parented to the checker (a child that
-        double-forked): during a call, a build tool's time is over, so any of them is a violation."""
+        double-forked: the checker is their subreaper): during a call, a build tool's time is over,
+        so any of them is a violation. Read from each thread's children list (a few small files),
+        or, where the kernel has none, from every process's parent."""
+        me = os.getpid()
+        if not os.path.exists(f"/proc/{me}/task/{me}/children"):
+            return self._children_by_scan()
+        found: set[int] = set()
+        todo = [self.pid, me]
+        while todo:
+            parent = todo.pop()
+            for pid in _task_children(parent):
+                if pid in found or pid == self.pid or pid in self.own or not _living(pid):
+                    continue
+                found.add(pid)
+                todo.append(pid)
+        return sorted(found)
+
+    def _children_by_scan(self) -> list[int]:
         me = os.getpid()
         found, todo = set(), {self.pid}
         stats = {}
@@ -242,13 +269,37 @@ class Link:
                     changed = True
         return sorted(found)
 
-    def close(self) -> None:
-        """Tell the candidate to exit, wait a little, then kill its process group."""
+    def ask_exit(self) -> None:
+        if self.exit_asked:
+            return
+        self.exit_asked = True
         self.cont()
         try:
             self.chan.send(Exit())
         except OSError:
             pass
+
+    def scheduling(self) -> dict:
+        """How the process is scheduled: each thread's CPUs, nice value and policy, and its cgroup.
+        A candidate process may change these for any process of its user (the reference process
+        too, where it can find it): the checker compares them before every reference window."""
+        threads = {}
+        for tid in _tids(self.pid):
+            try:
+                threads[tid] = (sorted(os.sched_getaffinity(tid)), os.getpriority(os.PRIO_PROCESS, tid),
+                                os.sched_getscheduler(tid))
+            except OSError:       # a thread that just ended
+                pass
+        try:
+            with open(f"/proc/{self.pid}/cgroup") as f:
+                cgroup = f.read().strip()
+        except OSError:
+            cgroup = ""
+        return {"threads": threads, "cgroup": cgroup}
+
+    def close(self) -> None:
+        """Tell the candidate to exit, wait a little, then kill its process group."""
+        self.ask_exit()
         end = time.monotonic() + EXIT_GRACE_S
         while self.pid > 0 and time.monotonic() < end:
             try:
@@ -269,3 +320,34 @@ class Link:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+
+
+def _tids(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def _task_children(pid: int) -> list[int]:
+    """The children of every thread of a process (/proc/<pid>/task/<tid>/children)."""
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def _living(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False

@@ -22,13 +22,14 @@ from typing import Any
 import torch
 
 from ..protocol import Arena as ArenaMsg
+from . import objects
 from .cuda import Driver, bytes_tensor
 
 ALIGN = 256
 VALUE_TYPES = (int, float, bool, str, type(None))
 
 
-class MemoryError_(RuntimeError):
+class MemoryError_(objects.LendError):
     """An output the checker cannot read (not the candidate's own memory, or a layout it refuses)."""
 
 
@@ -140,7 +141,10 @@ def layout(obj: Any, arenas: dict[str, int], ends: dict[str, int]) -> tuple[dict
             return {"t": "D", "x": [[k, walk(v)] for k, v in o.items()]}
         if isinstance(o, VALUE_TYPES):
             return {"t": "V", "v": o}
-        raise MemoryError_(f"an input of type {type(o).__name__} cannot be lent to the candidate")
+        group = objects.group_leaf(o)
+        if group is not None:
+            return group
+        return objects.pickled(o, walk)
 
     tree = walk(obj)
     return tree, leaves
@@ -161,6 +165,12 @@ def build(tree: dict, arenas: dict[int, Any]) -> Any:
         return items if t == "L" else tuple(items)
     if t == "D":
         return {k: build(v, arenas) for k, v in tree["x"]}
+    if t == "G":
+        return objects.group(tree["ranks"])
+    if t == "Q":
+        return torch.nn.Parameter(build(tree["x"], arenas), requires_grad=bool(tree["grad"]))
+    if t == "P":
+        return objects.unpickled(tree, lambda leaf: build(leaf, arenas))
     raise MemoryError_(f"unknown tree node {t!r}")
 
 
@@ -175,6 +185,11 @@ def leaves(tree: dict) -> Iterator[dict]:
             yield from leaves(v)
     elif tree["t"] == "D":
         for _, v in tree["x"]:
+            yield from leaves(v)
+    elif tree["t"] == "Q":
+        yield from leaves(tree["x"])
+    elif tree["t"] == "P":
+        for v in tree["x"]:
             yield from leaves(v)
 
 
@@ -212,6 +227,24 @@ def output_ranges(tree: dict) -> list[tuple[int, int, str]]:
         if n:
             out.append((int(leaf["p"]), int(leaf["p"]) + n, leaf["dev"]))
     return out
+
+
+def output_spans(tree: dict) -> list[tuple[int, int]]:
+    """(start, end) of every tensor's bytes in a described output; a plain tensor without the
+    generator (a timed window sweeps hundreds of them)."""
+    if tree.get("t") == "T":
+        shape, stride = tree["s"], tree["st"]
+        if stride == contiguous_stride(shape):
+            n = _ITEMSIZE.get(tree["d"]) or _ITEMSIZE.setdefault(tree["d"], dtype_of(tree["d"]).itemsize)
+            for d in shape:
+                n *= d
+        else:
+            n = span(shape, stride, dtype_of(tree["d"]).itemsize)
+        return [(int(tree["p"]), int(tree["p"]) + n)] if n else []
+    return [(a, b) for a, b, _ in output_ranges(tree)]
+
+
+_ITEMSIZE: dict[str, int] = {}
 
 
 def _out_leaves(tree: dict) -> Iterator[dict]:

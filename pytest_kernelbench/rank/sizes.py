@@ -21,12 +21,12 @@ import random
 import time
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from ..protocol import SETUP_MARK, Done, Failure, Sets, encode
+from ..protocol import SETUP_MARK, Failure, Sets
 from . import checks, compare, memory
-from .failures import AgreedFailure
+from .failures import AgreedFailure, ItemFailed
 from .globalstate import RULE
 from .stats import paired_speedup, size_band
-from .timing import Timing, summarize
+from .timing import Timing, part_medians, summarize, window_parts
 
 if TYPE_CHECKING:
     from .link import Window
@@ -41,6 +41,7 @@ class Checker(Protocol):
     key: str
     files: Any
     link: Any
+    ref: Any
     driver: Any
     arenas: dict[int, Any]
     device: Any
@@ -61,7 +62,8 @@ class Checker(Protocol):
     def die(self, category: str, message: str, where: str, exc: BaseException | None = None) -> NoReturn: ...
     def unsafe_check(self, phase: str) -> None: ...
     def make_inputs(self, size: str, what: str) -> Any: ...
-    def call_reference(self, args: tuple, phase: str) -> Any: ...
+    def call_reference(self, args: tuple, phase: str, beat: bool = True) -> Any: ...
+    def reference_untouched(self, phase: str) -> None: ...
 
 CHECKED_PER_WINDOW = 2          # calls of a timed window whose outputs are compared (plus the last)
 SETTLED_EVERY = 4               # one timed window in this many (which one: chosen after it) is let settle
@@ -82,9 +84,11 @@ class SizeRun:
         self.pending: dict | None = None                # the first failure seen in a timed window
 
     # ---- lending inputs ------------------------------------------------------------------------------
-    def lend(self, sets: list[Any]) -> list[Any]:
-        """Put input sets into new arenas the candidate maps (one per device type the inputs use);
-        returns the checker's views of them."""
+    def lend(self, sets: list[Any], reference: bool = False) -> list[Any]:
+        """Put input sets into new arenas the candidate maps (one per device type the inputs use), and
+        the reference process too when `reference` (timing: both sides read the same memory); returns
+        the checker's views of them."""
+        links = [self.link] + ([self.c.ref] if reference and self.c.ref is not None else [])
         c = self.c
         devices = {"cpu": self.torch.device("cpu"), "cuda": c.device}
         ids = {kind: c.next_arena() + k for k, kind in enumerate(devices)}
@@ -99,10 +103,12 @@ class SizeRun:
                 arena = memory.Arena(ids[kind], devices[kind], end, c.driver)
                 c.arenas[arena.id] = self.link.arenas[arena.id] = arena
                 msg, fds = arena.message()
-                self.link.send(msg, fds)
+                for link in links:
+                    link.send(msg, fds)
         for leaf, value in placed:
             c.arenas[leaf["a"]].view(int(leaf["o"]), leaf["s"], leaf["st"], memory.dtype_of(leaf["d"])).copy_(value)
-        self.link.send(Sets(trees))
+        for link in links:
+            link.send(Sets(trees))
         c.sync()
         return [memory.build(t, c.arenas) for t in trees]
 
@@ -149,8 +155,8 @@ class SizeRun:
             return {}
         if not settle:
             return outs
-        if self.cuda:
-            time.sleep(min(0.05, max(0.002, 0.5 * window.seconds)))
+        if self.cuda:     # long enough for a side stream's work left behind (microseconds to a few ms)
+            time.sleep(min(0.02, max(0.002, 0.25 * window.seconds)))
         again = self.link.read(window, indices)
         for i in indices:
             late = compare.differs(again[i], outs[i])
@@ -160,26 +166,18 @@ class SizeRun:
                       "inside the call", "candidate")
         return outs
 
+    def inputs_after(self, window: Window, k: int, lent: Any) -> Any:
+        """An in-place call's result: its input set as the candidate left it (an element of a list
+        may have been rebound, not written), read by the checker; else the lent memory itself."""
+        if not self.job.inplace or not window.done.inputs:
+            return lent
+        try:
+            return self.link.read_inputs(window, k)
+        except memory.MemoryError_:
+            return lent
+
     def overlaps(self, trees: list[dict], lent: list) -> str | None:
-        """Outputs that share memory with another call's (held since) or with a lent input (an
-        in-place problem may return the input it changed)."""
-        arenas = self.c.arena_ranges(lent)
-        mine = []
-        for call, tree in enumerate(trees):
-            for start, end, _dev in memory.output_ranges(tree):
-                if any(a < end and start < b for a, b in arenas):
-                    if self.job.inplace:
-                        continue
-                    return "an output shares memory with an input (return a fresh tensor, not a view of an input)"
-                mine.append((start, end, call))
-        reach, owner = -1, None          # a sweep: the furthest end so far, and whose it is
-        for start, end, call in sorted(mine + [(s, e, -1) for s, e, _ in self.held]):
-            if start < reach and call != owner:
-                return ("the outputs of different calls share storage, so an earlier result was overwritten "
-                        "(return a fresh tensor each call, not a persistent buffer)")
-            if end > reach:
-                reach, owner = end, call
-        return None
+        return checks.shared_storage(trees, self.c.arena_ranges(lent), self.held, self.job.inplace)
 
     # ---- the size --------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -214,8 +212,9 @@ class SizeRun:
             first = trial == 0
             c.files.heartbeat(f"{phase}, candidate call {SETUP_MARK}" if first else f"{phase}, candidate call")
             window = self.link.batch([0], first=first, spin=self.spin, barrier=(lambda: None) if first else c.barrier,
-                                     timeout=c.batch_timeout())
+                                     timeout=c.batch_timeout(), inputs=job.inplace)
             outs = self.inspect(window, [0], phase, first)
+            cand_in = self.inputs_after(window, 0, lent[0])
             if first:    # ranks meet on the store before the next collective (the short timeout is back)
                 c.files.heartbeat(f"{phase}, waiting for peers {SETUP_MARK}")
                 c.store_barrier(f"first/{phase}", c.batch_timeout(), "finish their first call of the size")
@@ -224,7 +223,7 @@ class SizeRun:
             category, msg = self.verdict_now or (None, None)
             err = 0.0
             if category is None:
-                category, msg, err = checks.check_call(outs[0], expected, lent[0], ref_in, pristine, job.tolerance,
+                category, msg, err = checks.check_call(outs[0], expected, cand_in, ref_in, pristine, job.tolerance,
                                                        job.inplace, getattr(c.harness, "check", None))
             self.held += [r for t in window.done.outputs for r in memory.output_ranges(t)]
             self.verdict({"trial": trial, "category": category, "message": msg, "max_abs_err": err}, phase)
@@ -258,44 +257,56 @@ class SizeRun:
         n_sets = max(2, math.ceil(3 * l2 / max(set_bytes, 1))) if l2 else 2
         n_sets = int(min(n_sets, job.timing.max_sets, max(2, job.timing.set_budget_bytes // max(set_bytes, 1))))
         sets = [probe] + [c.make_inputs(size, f"time{k}") for k in range(1, n_sets)]
-        lent = self.lend(sets)
+        lent = self.lend(sets, reference=True)
         priv = [compare.clone(s) for s in sets]
         phase = f"size {size}"
 
         spent = dict.fromkeys(("refill", "reference", "candidate", "checks"), 0.0)   # where the size's time goes
+        phases: dict[str, list[tuple[float, ...]]] = {"reference": [], "candidate": []}   # per window: WINDOW_PARTS
 
         def refill(key: str) -> None:
             t = time.perf_counter()
             for k in range(n_sets):
                 fresh = c.make_inputs(size, f"round{key}set{k}")
                 compare.refill(lent[k], fresh)
-                compare.refill(priv[k], fresh)
+                priv[k] = compare.adopt(priv[k], fresh)     # the checker's own copy: the fresh values themselves
             c.sync()
             spent["refill"] += time.perf_counter() - t
 
+        ref = c.ref
+        assert ref is not None
+
         def reference(calls: int, key: str) -> float:
+            """The reference process's window: the candidate's protocol, the same calls on the same sets
+            (the candidate stopped meanwhile: none of its threads or children run beside it)."""
             t = time.perf_counter()
-            self.link.stop()              # nothing of the candidate runs beside the reference
+            order = [i % n_sets for i in range(calls)]
+            c.reference_untouched(f"{phase}, timing")
+            self.link.stop()
             try:
-                c.barrier()
-                c.sync()
-                held = []
-                start = time.perf_counter()
-                for i in range(calls):
-                    held.append(c.reference.solution(*priv[i % n_sets]))
-                c.sync()
-                encode(Done(outputs=[memory.describe(o) for o in held]))   # what the candidate pays for its Done
-                seconds = time.perf_counter() - start
+                window = ref.batch(order, first=False, spin=self.spin, barrier=c.barrier, timeout=c.batch_timeout())
+            except ItemFailed as f:
+                c.die(Failure.HARNESS_ERROR, f"the reference process, timing: {f.message}", "reference")
             finally:
                 self.link.cont()
+            if window.done.failed:
+                c.die(Failure.RUNTIME_ERROR, f"the reference failed ({phase}, timing): {window.done.failed.get('message')}",
+                      "reference")
+            ref.release()
+            window_parts(phases["reference"], window)
             spent["reference"] += time.perf_counter() - t
-            return seconds / calls
+            return window.seconds / calls
 
         def candidate(calls: int, key: str) -> float:
             t = time.perf_counter()
             order = [i % n_sets for i in range(calls)]
-            window = self.link.batch(order, first=False, spin=self.spin, barrier=c.barrier, timeout=c.batch_timeout())
+            ref.stop()
+            try:
+                window = self.link.batch(order, first=False, spin=self.spin, barrier=c.barrier, timeout=c.batch_timeout())
+            finally:
+                ref.cont()
             t1 = time.perf_counter()
+            window_parts(phases["candidate"], window)
             self.check_window(window, order, key, lent, priv, phase)
             self.link.release()
             spent["candidate"] += t1 - t
@@ -316,7 +327,8 @@ class SizeRun:
         for name in timing:
             timing[name]["iters"] = measured["iters"][name]
         self.record["timing"] = {**timing, "sets": n_sets, "set_bytes": set_bytes, "band_target": measured["band_target"],
-                                 "spent_s": {k: round(v, 4) for k, v in spent.items()}}
+                                 "spent_s": {k: round(v, 4) for k, v in spent.items()},
+                                 "window_us": {name: part_medians(rows) for name, rows in phases.items() if rows}}
         self.record["speedup_of_medians"] = timing["reference"]["median_s"] / max(timing["candidate"]["median_s"], 1e-12)
         self.record["speedup"] = paired_speedup(timing)
         band = size_band(timing)
@@ -338,7 +350,7 @@ class SizeRun:
             if self.job.inplace:      # repeated calls compound in place: the anti-caching passes check these
                 break
             ref_in = compare.clone(priv[s])
-            expected = self.c.call_reference(ref_in, f"{phase}, timing check")
+            expected = self.c.call_reference(ref_in, f"{phase}, timing check", beat=i == pick[0])
             if found is None and i in outs:
                 category, msg, _ = checks.check_call(outs[i], expected, lent[s], ref_in, priv[s], self.job.tolerance,
                                                      self.job.inplace, getattr(self.c.harness, "check", None))
@@ -362,18 +374,19 @@ class SizeRun:
                     if (c.rank + k) % 2:
                         fresh = c.make_inputs(self.size, f"after2set{k}")
                         compare.refill(lent[k], fresh)
-                        compare.refill(priv[k], fresh)
+                        priv[k] = compare.adopt(priv[k], fresh)
                 c.sync()
             pristine = [compare.clone(x) for x in lent]    # what the candidate gets (in-place calls of pass 1 kept)
             window = self.link.batch(list(range(n)), first=False, spin=self.spin, barrier=c.barrier,
-                                     timeout=c.batch_timeout())
+                                     timeout=c.batch_timeout(), inputs=self.job.inplace)
             outs = self.inspect(window, list(range(n)), phase, first=False)
             found = found or self.verdict_now
             for k in range(n):
                 ref_in = compare.clone(pristine[k])
                 expected = c.call_reference(ref_in, phase)
                 if found is None and k in outs:
-                    category, msg, _ = checks.check_call(outs[k], expected, lent[k], ref_in, pristine[k],
+                    category, msg, _ = checks.check_call(outs[k], expected, self.inputs_after(window, k, lent[k]),
+                                                         ref_in, pristine[k],
                                                          self.job.tolerance, self.job.inplace,
                                                          getattr(c.harness, "check", None))
                     if category:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
+from typing import Any
 
 from ..protocol import TimingSpec
 from .stats import median_band
@@ -43,12 +44,14 @@ class Timing:
         iters = {}
         for name, side in sides.items():
             self.heartbeat(f"{phase}, timing warm-up, {name}")
+            most = max(1, min(self.max_iters, cap(name)))      # the warm-up and the probes hold outputs too
             refill(f"warm-{name}")
-            side(self.warmup, f"warm-{name}")
+            side(min(self.warmup, most), f"warm-{name}")
             # two probe windows: the difference is the calls' cost alone, without the window's own
             # (barrier, wake-up, the description of its outputs)
-            short, long_ = min(4, self.max_iters), min(PROBE_CALLS, self.max_iters)
-            t_short = side(short, f"probe-{name}-short") * short
+            long_ = min(PROBE_CALLS, most)
+            short = min(4, long_ // 2)
+            t_short = side(short, f"probe-{name}-short") * short if short else 0.0
             t_long = side(long_, f"probe-{name}") * long_
             per_call = (t_long - t_short) / (long_ - short) if long_ > short else t_long / long_
             per_call = self.agree_max(max(per_call, 0.25 * t_long / long_))     # noise never makes it ~0
@@ -83,3 +86,20 @@ class Timing:
 def summarize(rounds: list[float]) -> dict:
     """The job's time per round (already the max over ranks) and its median/min/max."""
     return {"median_s": statistics.median(rounds), "min_s": min(rounds), "max_s": max(rounds), "rounds_s": rounds}
+
+
+WINDOW_PARTS = ("go", "calls", "sync", "epilogue", "seen")   # a window's parts, by the clock of the side that ran it
+
+
+def window_parts(rows: list[tuple[float, ...]], window: Any) -> None:
+    """A window's parts by the clock of the process that ran it (untrusted: diagnosis only)."""
+    st = window.done.stamps
+    if len(st) == 4:
+        rows.append((st[0] - window.opened, st[1] - st[0], st[2] - st[1], st[3] - st[2], window.seen - st[3]))
+
+
+def part_medians(rows: list[tuple[float, ...]]) -> dict:
+    """Median microseconds per window of each part (go: "go" to the candidate taking it; calls: issuing
+    them; sync: the device finishing; epilogue: describing the outputs and the checks in-process; seen:
+    Done written to the checker seeing it)."""
+    return {name: round(statistics.median(r[k] for r in rows) * 1e6, 1) for k, name in enumerate(WINDOW_PARTS)}

@@ -219,6 +219,39 @@ def solution(x):
 '''
 VICTIM = f"import torch\n\ndef solution(x):\n    return {GARBAGE}\n"
 
+# 10. the reference runs in a process of its own beside the candidate's (the same user): renice it,
+# make it an idle-class process and move it onto one CPU, so the reference's windows run slower
+SLOW_REFERENCE = HONEST + '''
+import os
+def _siblings():
+    me, parent = os.getpid(), os.getppid()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != me:
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == parent:
+                        found.append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return found
+_done = []
+def solution(x):
+    if not _done:
+        _done.append(1)
+        for pid in _siblings():
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                for act in (lambda t: os.setpriority(os.PRIO_PROCESS, t, 19),
+                            lambda t: os.sched_setscheduler(t, os.SCHED_IDLE, os.sched_param(0)),
+                            lambda t: os.sched_setaffinity(t, {min(os.sched_getaffinity(0))})):
+                    try:
+                        act(int(tid))
+                        print("KBPROBE changed", pid, tid)
+                    except OSError as e:
+                        print("KBPROBE refused", pid, tid, e)
+    return _p2p_sum(x)
+'''
+
 # 6. native: a region that opens a file through fopen64 (the source scan refused fopen by name only)
 NATIVE_FOPEN = """
   // >>> EDIT reduce
@@ -234,7 +267,8 @@ NATIVE_FOPEN = """
 @pytest.fixture(scope="module")
 def judged(tmp_path_factory):
     root = tmp_path_factory.mktemp("escapes")
-    problems, solutions = make_tree(root, {**CHEATS, "c5_gil_hog": GIL_HOG, "c8_attacker": ATTACKER, "c8_victim": VICTIM})
+    problems, solutions = make_tree(root, {**CHEATS, "c5_gil_hog": GIL_HOG, "c8_attacker": ATTACKER, "c8_victim": VICTIM,
+                                           "c10_slow_reference": SLOW_REFERENCE})
     make_tree(root, {"c6_fopen64": NATIVE_FOPEN}, base="collective/shm_segment_sum")
     (solutions / "collective" / "c6_fopen64.py").rename(solutions / "collective" / "c6_fopen64.cpp")
     before = tree_digest(problems)
@@ -329,6 +363,14 @@ def test_8_an_item_cannot_change_another_items_harness(judged):
 # ---- 9 -------------------------------------------------------------------------------------------------
 def test_9_a_multicast_switch_flipped_and_restored_inside_a_call_is_seen(judged):
     caught(judged, "c9_getenv_rewrite", "unsafe", "NCCL_NVLS_ENABLE")
+
+
+# ---- 10 ------------------------------------------------------------------------------------------------
+def test_10_the_reference_process_cannot_be_reniced_or_moved(judged):
+    """A class the split opened: the reference process runs as the candidate's user, so a candidate
+    may renice it, make it idle-class or pin it onto a busy CPU (Landlock does not cover
+    scheduling). The checker compares its scheduling before every reference window."""
+    caught(judged, "c10_slow_reference", "forbidden_call", "scheduling of the reference process")
 
 
 def test_nothing_is_left_running(judged):

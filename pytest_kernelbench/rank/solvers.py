@@ -1,0 +1,92 @@
+"""The checker's two solver processes: the candidate process and the reference process, its twin
+that times the reference through the same batch protocol. Both are forked before the checker holds
+anything secret and hardened alike, so a window costs both sides the same: a reference timed in the
+checker itself read 0.83-0.89 against itself at 256 MiB on an H100 (another CUDA context, another
+core, no outputs to describe). On GPU machines both share one core (one of them is always stopped)
+and the checker has another (cores.py). The reference process is non-dumpable and in a Landlock
+domain of its own; what a candidate can still change of it, its scheduling, is compared before
+every reference window (scheduling_changes)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ..protocol import JobLayout, JobSpec
+from .link import Link
+
+
+def start(layout: JobLayout, job: JobSpec, rank: int, local_rank: int) -> tuple[Link, Link | None]:
+    """(the candidate process, the reference process or None when timing is off), both forked now."""
+    import torch  # noqa: F401 - imported once here, not in each forked process (CUDA stays uninitialized)
+    import torch.distributed  # noqa: F401
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
+    gpu = local_rank if job.device == "cuda" else None
+    scratch = _scratch(layout.scratch(rank))
+    link = Link.start(str(layout.log(rank)), read_only=[str(layout.candidate)],
+                      read_write=[str(scratch)] + list(job.builds), sys_path=list(job.sys_path),
+                      env={**env, **_home(scratch)}, cuda_device=gpu)
+    if not job.timing.enabled:
+        return link, None
+    ref = job.reference_path          # its folder, where the file is and where a link to it points
+    ref_dirs = sorted({os.path.dirname(os.path.abspath(ref)), os.path.dirname(os.path.realpath(ref))})
+    scratch = _scratch(layout.reference_scratch(rank))
+    reference = Link.start(str(layout.reference_log(rank)),
+                           read_only=ref_dirs + [p for p in job.sys_path if os.path.isdir(p)],
+                           read_write=[str(scratch)], sys_path=list(job.sys_path), env={**env, **_home(scratch)},
+                           role="reference", cuda_device=gpu)
+    link.own.add(reference.pid)        # the checker's child, not one the candidate started
+    return link, reference
+
+
+def pin(link: Link | None, reference: Link | None, local_rank: int, local_world: int) -> None:
+    """The checker on a core of its own, both solver processes (every thread, and what they start
+    later) together on another; nothing where the machine has too few cores."""
+    from .cores import plan
+    cpus = plan(local_rank, local_world)
+    if cpus is None:
+        return
+    os.sched_setaffinity(0, cpus[0])
+    for one in (link, reference):
+        if one is not None and one.pid > 0:
+            for tid in _threads(one.pid):
+                try:
+                    os.sched_setaffinity(tid, cpus[1])
+                except OSError:      # a thread that just ended
+                    pass
+            one.pinned = True
+
+
+def scheduling_changes(was: dict, now: dict, main: int) -> list[str]:
+    """What changed in a process's scheduling (Link.scheduling) since `was`; a thread started
+    later is held to the main thread's priority only (NCCL may pin its own threads)."""
+    changed = []
+    first = was["threads"].get(main)
+    for tid, state in now["threads"].items():
+        before = was["threads"].get(tid)
+        if before is None and first is not None:
+            before, state = first[1:], state[1:]
+        if before is not None and state != before:
+            changed.append(f"thread {tid}: cpus/nice/policy {before} -> {state}")
+    if now["cgroup"] != was["cgroup"]:
+        changed.append(f"cgroup {was['cgroup']!r} -> {now['cgroup']!r}")
+    return changed
+
+
+def _threads(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def _scratch(path: Path) -> Path:
+    for sub in ("tmp", ".cache", ".nv"):
+        (path / sub).mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _home(scratch: Path) -> dict[str, Any]:
+    """Home, temporary and cache folders of a solver process, inside its own scratch."""
+    return {"HOME": str(scratch), "TMPDIR": str(scratch / "tmp"), "XDG_CACHE_HOME": str(scratch / ".cache"),
+            "CUDA_CACHE_PATH": str(scratch / ".nv"), "TORCHINDUCTOR_CACHE_DIR": str(scratch / ".cache" / "inductor")}
