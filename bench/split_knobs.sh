@@ -3,6 +3,9 @@
 # checker's wait, the pinning, the environment watcher and the in-process guards switched one at a
 # time; each size's window split into its parts (timing.window_us: go, calls, sync, epilogue, seen).
 #   bash bench/split_knobs.sh [variant ...]    (default: all below)
+# Dev knobs (environment, read by the rank side): KB_DEV_CHECKER_SLEEP=1 (the checker sleeps for
+# "done" instead of spinning), KB_DEV_NO_PIN=1, KB_DEV_NO_WATCH=1, KB_DEV_NO_GUARDS=1, and
+# KB_DEV_PROFILE=<dir> (each checker's cProfile stats there: where the harness's own time goes).
 source "$(dirname "$0")/gpu_common.sh"
 mkdir -p /tmp/kn
 log cpus; nproc; lscpu | grep -E "^(Thread|Core|Socket|Model name)" ; cat /sys/devices/system/cpu/cpu{0,1,2,15}/topology/thread_siblings_list 2>/dev/null | tr '\n' ' '; echo
