@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import datetime
 import faulthandler
+import gc
 import importlib.util
 import os
 import signal
@@ -159,6 +160,11 @@ class CandidateProcess:
         if msg.inputs:        # what an earlier call rebound in a set (an in-place problem) is undone
             for i in set(msg.calls):
                 self.sets[i] = memory.build(self.trees[i], self.arenas)
+        # no garbage collection inside a window, on both sides (as timeit does): a collection is a
+        # pause of milliseconds that lands in one window and not the other
+        collect = not msg.first and gc.isenabled() and os.environ.get("KB_DEV_GC_ON") != "1"
+        if collect:
+            gc.disable()
         if msg.spin:
             self.ctrl.mark_armed(seq)
             self.ctrl.spin(0, seq, time.monotonic() + SPIN_LIMIT_S)
@@ -207,6 +213,8 @@ class CandidateProcess:
         done.stamps = [t_go, t_calls, t_sync, time.perf_counter()]
         self.ctrl.put_done(seq, encode(done))
         self.chan.poke()
+        if collect:
+            gc.enable()
 
     def _export(self, p: int, new: list[list]) -> None:
         """Announce the CUDA allocation holding device address p, the first time an output lives

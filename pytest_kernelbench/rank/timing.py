@@ -14,6 +14,7 @@ wider than +-band_target, rounds continue in pairs up to max_rounds.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +32,7 @@ class Timing:
         rounds = max(5, int(cfg.rounds))
         self.rounds = rounds + rounds % 2
         self.warmup = max(1, int(cfg.warmup))
-        self.round_s = float(cfg.round_s)
+        self.round_s = float(os.environ.get("KB_DEV_ROUND_S") or cfg.round_s)     # a dev knob (bench/split_knobs.sh)
         self.max_iters = int(cfg.max_iters)
         self.band_target = float(cfg.band_target)
         self.max_rounds = max(self.rounds, int(cfg.max_rounds))
