@@ -9,15 +9,7 @@
 source "$(dirname "$0")/gpu_common.sh"
 mkdir -p /tmp/kn
 log cpus; nproc; lscpu | grep -E "^(Thread|Core|Socket|Model name)" ; cat /sys/devices/system/cpu/cpu{0,1,2,15}/topology/thread_siblings_list 2>/dev/null | tr '\n' ' '; echo
-python3 - <<'PY'
-import pathlib, shutil, yaml
-for rel in ("collective/all_reduce", "collective/all_to_all", "utility/grad_clip_inplace"):
-    src = pathlib.Path("problems") / rel; dst = pathlib.Path("/tmp/kn/w1") / rel
-    shutil.rmtree(dst, ignore_errors=True)
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "solutions"))
-    d = yaml.safe_load((dst / "problem.yaml").read_text()); d["world_sizes"] = [1]; d.pop("solutions", None)
-    (dst / "problem.yaml").write_text(yaml.safe_dump(d, sort_keys=False))
-PY
+w1_copy /tmp/kn/w1 collective/all_reduce collective/all_to_all utility/grad_clip_inplace
 VARIANTS=("$@")
 [ ${#VARIANTS[@]} -eq 0 ] && VARIANTS=("as-is" "KB_DEV_CHECKER_SLEEP=1" "KB_DEV_NO_PIN=1" "KB_DEV_NO_WATCH=1,KB_DEV_NO_GUARDS=1"
                                        "KB_DEV_CHECKER_SLEEP=1,KB_DEV_NO_WATCH=1,KB_DEV_NO_GUARDS=1" "as-is")

@@ -3,15 +3,7 @@
 # window's length and the collector switched (one GPU, W = 1 copies, default adaptive rounds).
 #   bash bench/split_rounds.sh [variant ...]
 source "$(dirname "$0")/gpu_common.sh"
-python3 - <<'PY'
-import pathlib, shutil, yaml
-for rel in ("collective/all_reduce", "collective/all_to_all", "utility/mbarrier_pipeline"):
-    src = pathlib.Path("problems") / rel; dst = pathlib.Path("/tmp/kr/w1") / rel
-    shutil.rmtree(dst, ignore_errors=True)
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "solutions"))
-    d = yaml.safe_load((dst / "problem.yaml").read_text()); d["world_sizes"] = [1]; d.pop("solutions", None)
-    (dst / "problem.yaml").write_text(yaml.safe_dump(d, sort_keys=False))
-PY
+w1_copy /tmp/kr/w1 collective/all_reduce collective/all_to_all utility/mbarrier_pipeline
 VARIANTS=("$@")
 [ ${#VARIANTS[@]} -eq 0 ] && VARIANTS=("as-is" "KB_DEV_GC_ON=1" "KB_DEV_ROUND_S=0.05" "KB_DEV_CHECKER_SLEEP=1")
 n=0

@@ -175,13 +175,7 @@ class Link:
 
     def alive(self) -> bool:
         """Whether the candidate process still runs (not exited, not a zombie)."""
-        if self.pid <= 0:
-            return False
-        try:
-            with open(f"/proc/{self.pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-        except OSError:
-            return False
+        return self.pid > 0 and _living(self.pid)
 
     def send_poke(self) -> None:
         try:
@@ -284,7 +278,7 @@ class Link:
         A candidate process may change these for any process of its user (the reference process
         too, where it can find it): the checker compares them before every reference window."""
         threads = {}
-        for tid in _tids(self.pid):
+        for tid in threads_of(self.pid):
             try:
                 threads[tid] = (sorted(os.sched_getaffinity(tid)), os.getpriority(os.PRIO_PROCESS, tid),
                                 os.sched_getscheduler(tid))
@@ -322,7 +316,8 @@ class Link:
                 pass
 
 
-def _tids(pid: int) -> list[int]:
+def threads_of(pid: int) -> list[int]:
+    """The thread ids of a process ([] once it is gone)."""
     try:
         return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
     except OSError:

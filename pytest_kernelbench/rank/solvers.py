@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import JobLayout, JobSpec
-from .link import Link
+from .link import Link, threads_of
 
 
 def start(layout: JobLayout, job: JobSpec, rank: int, local_rank: int) -> tuple[Link, Link | None]:
@@ -49,7 +49,7 @@ def pin(link: Link | None, reference: Link | None, local_rank: int, local_world:
     os.sched_setaffinity(0, cpus[0])
     for one in (link, reference):
         if one is not None and one.pid > 0:
-            for tid in _threads(one.pid):
+            for tid in threads_of(one.pid):
                 try:
                     os.sched_setaffinity(tid, cpus[1])
                 except OSError:      # a thread that just ended
@@ -71,13 +71,6 @@ def scheduling_changes(was: dict, now: dict, main: int) -> list[str]:
     if now["cgroup"] != was["cgroup"]:
         changed.append(f"cgroup {was['cgroup']!r} -> {now['cgroup']!r}")
     return changed
-
-
-def _threads(pid: int) -> list[int]:
-    try:
-        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        return []
 
 
 def _scratch(path: Path) -> Path:
