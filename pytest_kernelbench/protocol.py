@@ -141,7 +141,7 @@ class TimingSpec:
     max_iters: int = 5000        # calls per round at most
     thread_wait_s: float = 10.0  # how long a round waits for the candidate's threads
     l2_bytes: int = 0            # 0: the device's L2 size (timing input sets span 3x L2)
-    max_sets: int = 64
+    max_sets: int = 64           # input sets per size, and so calls per timing window (one set a call)
     set_budget_bytes: int = 8 << 30
     # more rounds, in pairs, while the paired speedup's noise band (metrics.median_band) is wider
     # than +-band_target around its median, up to max_rounds (0: exactly `rounds`)
@@ -151,7 +151,7 @@ class TimingSpec:
     @classmethod
     def for_device(cls, device: str, enabled: bool = True, rounds: int | None = None) -> "TimingSpec":
         # CPU runs check the protocol's logic (gloo numbers are not speed); GPU runs are the real thing
-        base = cls(rounds=6, warmup=2, round_s=0.01, max_iters=200) if device == "cpu" else cls(max_rounds=64)
+        base = cls(rounds=6, warmup=2, round_s=0.01, max_iters=200, max_sets=8) if device == "cpu" else cls(max_rounds=64)
         base.enabled = enabled
         if rounds:    # a count the user asked for is what runs
             base.rounds, base.max_rounds = rounds, 0

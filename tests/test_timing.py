@@ -6,7 +6,7 @@ import pytest
 
 from pytest_kernelbench import metrics
 from pytest_kernelbench.protocol import TimingSpec
-from pytest_kernelbench.rank.timing import Timing, summarize
+from pytest_kernelbench.rank.timing import Timing, set_count, summarize
 
 
 def test_timing_summary_is_median_min_max_of_the_rounds():
@@ -36,7 +36,7 @@ def _self_check(first_of_pair_penalty, unseen_data_penalty, rounds):
     clocks = _VirtualClocks()
     state = {"key": None, "seen": set(), "round": 0}
 
-    def refill(key):
+    def refill(key, calls):
         state["key"] = key
         state["round"] += 1
 
@@ -86,7 +86,7 @@ def _noisy_self_check(jitter, rounds, max_rounds, seed=1):
 
     spec = TimingSpec(rounds=rounds, warmup=1, round_s=1.0, max_iters=1, band_target=0.03, max_rounds=max_rounds)
     t = Timing(lambda v: v, lambda msg: None, spec)
-    measured = t.run("size x", {"reference": clocks.side(impl), "candidate": clocks.side(impl)}, lambda key: None,
+    measured = t.run("size x", {"reference": clocks.side(impl), "candidate": clocks.side(impl)}, lambda key, calls: None,
                      lambda n: 1)
     timing = {name: summarize(measured["times"][name]) for name in ("reference", "candidate")}
     return measured, metrics.size_band(timing)
@@ -134,5 +134,42 @@ def test_no_window_holds_more_calls_than_the_memory_cap():
 
     spec = TimingSpec(rounds=6, warmup=5, round_s=100.0, max_iters=5000)
     Timing(lambda v: v, lambda msg: None, spec).run("size x", {"reference": side, "candidate": side},
-                                                    lambda key: None, lambda name: 3)
+                                                    lambda key, calls: None, lambda name: 3)
     assert max(seen) == 3 and min(seen) >= 1, seen
+
+
+def test_every_call_of_a_window_has_fresh_values_in_a_set_of_its_own():
+    # a set met twice in a window can be answered by replaying the first answer (a cache keyed on the
+    # pointer, forgotten between windows): so a window holds no more calls than there are sets, and
+    # each window's sets are refilled first, as many of them as it calls
+    clocks, log = _VirtualClocks(), []
+
+    def impl(x):
+        clocks.now += 1e-6
+
+    def side(calls, key):
+        log.append(("window", calls))
+        return clocks.side(impl)(calls, key)
+
+    spec = TimingSpec(rounds=6, warmup=5, round_s=1.0, max_iters=5000, max_sets=12)
+    n_sets = set_count(1 << 20, 50 << 20, spec)
+    assert n_sets == 12
+    Timing(lambda v: v, lambda msg: None, spec).run("size x", {"reference": side, "candidate": side},
+                                                    lambda key, calls: log.append(("refill", calls)),
+                                                    lambda name: n_sets)
+    windows = [n for what, n in log if what == "window"]
+    assert max(windows) == n_sets, windows        # 1 s of 1 us calls would have been a million
+    refilled = 0
+    for what, n in log:          # every window after a refill that covers it (warm-up and probes: one refill)
+        if what == "refill":
+            refilled = n
+        else:
+            assert n <= refilled, log
+
+
+def test_set_count_is_the_set_budget_not_the_cache_span():
+    spec = TimingSpec()
+    assert set_count(1 << 20, 50 << 20, spec) == 64                       # small sets: max_sets
+    assert set_count(512 << 20, 50 << 20, spec) == 16                     # 8 GiB of 512 MiB sets
+    assert set_count(16 << 30, 50 << 20, spec) == 2                       # never fewer than two
+    assert TimingSpec.for_device("cpu").max_sets == 8                     # CPU runs check the logic only

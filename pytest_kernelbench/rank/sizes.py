@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import os
 import random
 import time
@@ -26,7 +25,7 @@ from . import checks, compare, memory
 from .failures import AgreedFailure, ItemFailed
 from .globalstate import RULE
 from .stats import paired_speedup, size_band
-from .timing import Timing, part_medians, summarize, window_parts
+from .timing import Timing, paired, part_medians, reuse_sets, set_count, summarize, window_parts
 
 if TYPE_CHECKING:
     from .link import Window
@@ -66,6 +65,7 @@ class Checker(Protocol):
     def reference_untouched(self, phase: str) -> None: ...
 
 CHECKED_PER_WINDOW = 2          # calls of a timed window whose outputs are compared (plus the last)
+AFTER_SETS = 4                  # sets the anti-caching passes after timing call (any stale answer shows)
 SETTLED_EVERY = 4               # one timed window in this many (which one: chosen after it) is let settle
 HOLD_BUDGET = {"cuda": 4 << 30, "cpu": 256 << 20}     # bytes of outputs a window may hold
 
@@ -254,8 +254,7 @@ class SizeRun:
         l2 = int(job.timing.l2_bytes or 0)
         if not l2 and self.cuda:
             l2 = int(getattr(self.torch.cuda.get_device_properties(c.device), "L2_cache_size", 0) or 0)
-        n_sets = max(2, math.ceil(3 * l2 / max(set_bytes, 1))) if l2 else 2
-        n_sets = int(min(n_sets, job.timing.max_sets, max(2, job.timing.set_budget_bytes // max(set_bytes, 1))))
+        n_sets = set_count(set_bytes, l2, job.timing)
         sets = [probe] + [c.make_inputs(size, f"time{k}") for k in range(1, n_sets)]
         lent = self.lend(sets, reference=True)
         priv = [compare.clone(s) for s in sets]
@@ -264,9 +263,10 @@ class SizeRun:
         spent = dict.fromkeys(("refill", "reference", "candidate", "checks"), 0.0)   # where the size's time goes
         phases: dict[str, list[tuple[float, ...]]] = {"reference": [], "candidate": []}   # per window: WINDOW_PARTS
 
-        def refill(key: str) -> None:
+        def refill(key: str, calls: int | None = None) -> None:
+            """Fresh values in the sets the next window's `calls` calls use (all without `calls`)."""
             t = time.perf_counter()
-            for k in range(n_sets):
+            for k in range(min(n_sets, calls or n_sets)):
                 fresh = c.make_inputs(size, f"round{key}set{k}")
                 compare.refill(lent[k], fresh)
                 priv[k] = compare.adopt(priv[k], fresh)     # the checker's own copy: the fresh values themselves
@@ -307,21 +307,35 @@ class SizeRun:
                 ref.cont()
             t1 = time.perf_counter()
             window_parts(phases["candidate"], window)
-            self.check_window(window, order, key, lent, priv, phase)
-            self.link.release()
             spent["candidate"] += t1 - t
-            spent["checks"] += time.perf_counter() - t1
+            if paired():
+                deferred.append((window, order, key))
+            else:
+                check(window, order, key)
             return window.seconds / calls
+
+        deferred: list = []
+
+        def check(window: Window, order: list[int], key: str, release: bool = True) -> None:
+            t1 = time.perf_counter()
+            self.check_window(window, order, key, lent, priv, phase)
+            if release:         # a release frees every window's outputs the candidate holds
+                self.link.release()
+            spent["checks"] += time.perf_counter() - t1
+
+        def after_pair() -> None:
+            while deferred:
+                check(*deferred.pop(0), release=not deferred)
 
         budget = HOLD_BUDGET[job.device]
         if self.cuda:       # both processes hold a window's outputs on this GPU: leave room for them
             budget = min(budget, int(self.torch.cuda.mem_get_info(c.device)[0] // 6))
 
-        def cap(name: str) -> int:
-            return max(1, budget // max(out_bytes, 1))
+        def cap(name: str) -> int:      # the outputs a window holds; one set per call (rank/timing.set_count)
+            return max(1, min(budget // max(out_bytes, 1), n_sets if not reuse_sets() else budget))
 
         timer = Timing(c.agree_max, c.files.heartbeat, job.timing)
-        measured = timer.run(phase, {"reference": reference, "candidate": candidate}, refill, cap)
+        measured = timer.run(phase, {"reference": reference, "candidate": candidate}, refill, cap, after_pair)
         self.fail_if_any(c.agree(self.pending or {"category": None, "message": None}), f"{phase}, timing")
         timing = {name: summarize(measured["times"][name]) for name in ("reference", "candidate")}
         for name in timing:
@@ -333,7 +347,7 @@ class SizeRun:
         self.record["speedup"] = paired_speedup(timing)
         band = size_band(timing)
         self.record["band"] = list(band) if band else None
-        self.after_timing(lent, priv, refill)
+        self.after_timing(lent[:max(2, min(AFTER_SETS, measured["iters"]["candidate"]))], priv, refill)
         self.record["timing_s"] = time.perf_counter() - t0
 
     def check_window(self, window: Window, order: list[int], key: str, lent: list, priv: list, phase: str) -> None:
@@ -368,7 +382,7 @@ class SizeRun:
         found = None
         for pass_no in (1, 2):
             if pass_no == 1:
-                refill("after")
+                refill("after", n)
             else:
                 for k in range(n):
                     if (c.rank + k) % 2:

@@ -3,7 +3,7 @@ Judged by the one run of tests/cheats/conftest.py (all cheat files' candidates t
 from __future__ import annotations
 
 import pytest
-from cheatlib import HONEST, failed
+from cheatlib import HONEST, failed, item
 
 pytestmark = pytest.mark.e2e      # every test here reads the red team's inner run (tests/e2e_guard.py)
 
@@ -49,7 +49,31 @@ def solution(x):
         _c[k] = _p2p_sum(x)
     return _c[k].clone()
 """,
+    # a replay inside a window: a set met again in the same window (same memory, same values) gets
+    # a copy of its first answer, forgotten between windows (told apart by the pause). A correct
+    # replay would pass every check with a false speedup; this one answers wrong when it replays,
+    # so an item that passes shows no set was called twice in any window it ran
+    "replay_in_window": HONEST + """
+import time
+_c = {}
+_last = [0.0]
+def solution(x):
+    if time.perf_counter() - _last[0] > 0.001:     # calls of a window come back to back
+        _c.clear()
+    k = (x.data_ptr(), float(x.double().sum()))
+    out = _c[k] + 1 if k in _c else _p2p_sum(x)
+    _c.setdefault(k, out)
+    _last[0] = time.perf_counter()
+    return out.clone()
+""",
 }
+
+
+def test_no_set_is_called_twice_in_a_window(judged):
+    """On 1924c3d this failed (mismatch: a window of 4 calls met 2 sets, so calls replayed); since, every call of a window
+    has its own set (rank/timing.set_count), so there is nothing to replay."""
+    it = item(judged, "replay_in_window")
+    assert it["outcome"] == "passed", f"{it['outcome']} {it.get('failure')}: {it.get('message')}"
 
 
 @pytest.mark.parametrize("name", ["cache_data_ptr", "cache_id", "cache_shape", "cache_few_values", "cache_full_hash"])
