@@ -5,14 +5,9 @@
 #   bash bench/gpu_split.sh evidence   the self-check of every W = 1-capable problem (W = 1 copies
 #                                      of references that run alone) at sizes >= 1 MiB, the harness
 #                                      cost per item, the shipped kernels, the primitives example
-#   bash bench/gpu_split.sh sets       one input set per timed call: the self-check and harness cost,
-#                                      and the shipped kernels' speedups beside the earlier protocol
-#                                      (sets met again in a window, KB_DEV_SET_REUSE=1) on this machine
-#   bash bench/gpu_split.sh reuse      the self-check and harness cost of the earlier protocol
-#   bash bench/gpu_split.sh pair       launch-bound problems at small and medium under four variants
-#                                      (sets met again or one a call; a round's two windows apart or
-#                                      back to back, KB_DEV_PAIR=1): the rounds' spread, cost, speedups
 # Reports land in $OUT; the table (kernelbench spread / overhead) is printed last.
+# (The timing-protocol variants of reports/baselines/2026-11-26-h100x1-{sets,variants}-* ran with
+# this script's `sets` and `pair` modes at commit 940f1b9, whose dev knobs they needed.)
 source "$(dirname "$0")/gpu_common.sh"
 R=/tmp/kb-21; mkdir -p $R
 what=${1:-smoke}
@@ -112,59 +107,9 @@ evidence() {
   $KB overhead $R/selfcheck.json | tail -3
 }
 
-selfcheck() {   # selfcheck NAME: the W = 1 set against itself into $OUT/NAME-selfcheck.json, and its tables
-  w1_copies $R/w1
-  log "self-check of the W = 1 set, sizes >= 1 MiB (fork launcher), $1"
-  timeout -k 10 -s INT "${KB_RUN_S:-330}" $PT $R/w1 --kb-candidate=reference --kb-report=$R/$1-selfcheck.json \
-    2>&1 | grep -E "^(FAILED|ERROR)|passed|failed|error: |mismatch: |crash: |timeout: " | cut -c1-300 | tail -20
-  cp $R/$1-selfcheck.json "$OUT/" 2>/dev/null
-}
-
-shipped_ab() {   # the shipped kernels' speedups under both protocols, one after the other
-  for variant in sets reuse; do
-    log "shipped kernels, $variant"
-    KB_DEV_SET_REUSE=$([ $variant = reuse ] && echo 1 || echo 0) timeout -k 10 -s INT "${KB_SHIPPED_S:-100}" \
-      $PT $R/w1/collective/all_reduce $R/w1/collective/all_gather --kb-candidate=shipped --kb-sizes=small,medium \
-      --kb-report=$R/$variant-shipped.json 2>&1 | tail -3
-    cp $R/$variant-shipped.json "$OUT/" 2>/dev/null
-  done
-}
-
-tables() {   # tables NAME
-  KB="python3 -m pytest_kernelbench.cli"
-  log "tables, $1"
-  $KB spread $R/$1-selfcheck.json | tail -12
-  $KB overhead $R/$1-selfcheck.json | tail -3
-}
-
-pair() {
-  w1_copies $R/w1
-  local names="collective/all_reduce collective/all_gather collective/all_to_all collective/broadcast
-    collective/reduce_scatter utility/sharded_rmsnorm utility/grad_clip_inplace utility/vectorized_copy_widths"
-  for variant in reuse reuse-pair sets sets-pair; do
-    local reuse=0 pair=0
-    case $variant in reuse*) reuse=1 ;; esac
-    case $variant in *pair) pair=1 ;; esac
-    log "self-check, $variant"
-    KB_DEV_SET_REUSE=$reuse KB_DEV_PAIR=$pair timeout -k 10 -s INT 150 $PT $(for n in $names; do echo $R/w1/$n; done) \
-      --kb-candidate=reference --kb-sizes=small,medium --kb-report=$R/$variant-pair-selfcheck.json 2>&1 | tail -1
-    log "shipped kernels, $variant"
-    KB_DEV_SET_REUSE=$reuse KB_DEV_PAIR=$pair timeout -k 10 -s INT 100 $PT $R/w1/collective/all_reduce \
-      $R/w1/collective/all_gather --kb-candidate=shipped --kb-sizes=small,medium \
-      --kb-report=$R/$variant-pair-shipped.json 2>&1 | tail -1
-    cp $R/$variant-pair-*.json "$OUT/" 2>/dev/null
-  done
-  for variant in reuse reuse-pair sets sets-pair; do
-    python3 -m pytest_kernelbench.cli overhead $R/$variant-pair-selfcheck.json | tail -1 | sed "s/^/$variant /"
-  done
-}
-
 case "$what" in
   smoke) smoke ;;
   evidence) evidence ;;
-  sets) selfcheck sets; shipped_ab; keep_logs sets; tables sets ;;
-  reuse) KB_DEV_SET_REUSE=1 selfcheck reuse; keep_logs reuse; tables reuse ;;
-  pair) pair ;;
-  *) echo "usage: gpu_split.sh smoke | evidence | sets | reuse | pair"; exit 2 ;;
+  *) echo "usage: gpu_split.sh smoke | evidence"; exit 2 ;;
 esac
 log done

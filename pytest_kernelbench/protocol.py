@@ -140,9 +140,10 @@ class TimingSpec:
     round_s: float = 0.025       # target length of one round
     max_iters: int = 5000        # calls per round at most
     thread_wait_s: float = 10.0  # how long a round waits for the candidate's threads
-    l2_bytes: int = 0            # 0: the device's L2 size (timing input sets span 3x L2)
-    max_sets: int = 64           # input sets per size, and so calls per timing window (one set a call)
-    set_budget_bytes: int = 8 << 30
+    # every call of a window has an input slot of its own (rank/slots.py); a round fills up to
+    # max_sets of them from the harness and the rest with copies of those
+    max_sets: int = 64
+    set_budget_bytes: int = 8 << 30      # the slots of a size and their pristine copy, at most
     # more rounds, in pairs, while the paired speedup's noise band (metrics.median_band) is wider
     # than +-band_target around its median, up to max_rounds (0: exactly `rounds`)
     band_target: float = 0.03

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from pytest_kernelbench import metrics
 from pytest_kernelbench.protocol import TimingSpec
-from pytest_kernelbench.rank.timing import Timing, set_count, summarize
+from pytest_kernelbench.rank.timing import Timing, summarize
 
 
 def test_timing_summary_is_median_min_max_of_the_rounds():
@@ -30,9 +31,10 @@ class _VirtualClocks:
         return window
 
 
-def _self_check(first_of_pair_penalty, unseen_data_penalty, rounds):
+def _self_check(first_of_pair_penalty, unseen_data_penalty, rounds, flush=True):
     """An exact copy timed against itself, where a call costs more when it opens a pair of rounds
-    or when its data is new: both sides must come out equal."""
+    or when its data is not in the cache (emptied before each window unless `flush` is False):
+    both sides must come out equal."""
     clocks = _VirtualClocks()
     state = {"key": None, "seen": set(), "round": 0}
 
@@ -50,7 +52,9 @@ def _self_check(first_of_pair_penalty, unseen_data_penalty, rounds):
         clocks.now += cost
 
     t = Timing(lambda v: v, lambda msg: None, TimingSpec(rounds=rounds, warmup=1, round_s=1.0, max_iters=1))
-    measured = t.run("size x", {"reference": clocks.side(impl), "candidate": clocks.side(impl)}, refill, lambda n: 1)
+    before = (lambda name: state["seen"].clear()) if flush else None
+    measured = t.run("size x", {"reference": clocks.side(impl), "candidate": clocks.side(impl)}, refill, lambda n: 1,
+                     before=before)
     times = measured["times"]
     ratio = summarize(times["reference"])["median_s"] / summarize(times["candidate"])["median_s"]
     return times, ratio
@@ -67,12 +71,16 @@ def test_timing_gives_an_exact_copy_no_edge_from_round_order(rounds):
 
 
 def test_timing_gives_an_exact_copy_no_edge_from_shared_round_data():
-    # when both rounds of a pair saw the same values, whoever went second found them warm: the
-    # rounds split into two modes and the median fell between them, wherever the noise put it
+    # both windows of a round run on the same values (back to back: the pause between them is where
+    # jitter gets in), so whoever went second would find them warm: the rounds would split into two
+    # modes and the paired median fall between them, wherever the noise put it. The cache is emptied
+    # before every window (before(): rank/slots.py)
     times, ratio = _self_check(first_of_pair_penalty=0.0, unseen_data_penalty=0.7, rounds=16)
     assert ratio == pytest.approx(1.0)
     for name in ("reference", "candidate"):
         assert max(times[name]) == pytest.approx(min(times[name])), times[name]
+    split, _ = _self_check(first_of_pair_penalty=0.0, unseen_data_penalty=0.7, rounds=16, flush=False)
+    assert max(split["reference"]) > min(split["reference"]) + 0.5      # what the emptying prevents
 
 
 def _noisy_self_check(jitter, rounds, max_rounds, seed=1):
@@ -138,38 +146,92 @@ def test_no_window_holds_more_calls_than_the_memory_cap():
     assert max(seen) == 3 and min(seen) >= 1, seen
 
 
-def test_every_call_of_a_window_has_fresh_values_in_a_set_of_its_own():
-    # a set met twice in a window can be answered by replaying the first answer (a cache keyed on the
-    # pointer, forgotten between windows): so a window holds no more calls than there are sets, and
-    # each window's sets are refilled first, as many of them as it calls
+def test_a_round_refills_once_and_runs_its_two_windows_back_to_back():
+    # the pause between a round's windows is where a VM's wall-clock jitter gets in: nothing of the
+    # checker's (fresh values, the candidate's checks) runs between them, and each round's windows
+    # are no longer than the round's refill covers and prepare() was told
     clocks, log = _VirtualClocks(), []
 
     def impl(x):
-        clocks.now += 1e-6
+        clocks.now += 1e-3
 
-    def side(calls, key):
-        log.append(("window", calls))
-        return clocks.side(impl)(calls, key)
+    def side(name):
+        def run(calls, key):
+            log.append((name, calls))
+            return clocks.side(impl)(calls, key)
+        return run
 
-    spec = TimingSpec(rounds=6, warmup=5, round_s=1.0, max_iters=5000, max_sets=12)
-    n_sets = set_count(1 << 20, 50 << 20, spec)
-    assert n_sets == 12
-    Timing(lambda v: v, lambda msg: None, spec).run("size x", {"reference": side, "candidate": side},
-                                                    lambda key, calls: log.append(("refill", calls)),
-                                                    lambda name: n_sets)
-    windows = [n for what, n in log if what == "window"]
-    assert max(windows) == n_sets, windows        # 1 s of 1 us calls would have been a million
-    refilled = 0
-    for what, n in log:          # every window after a refill that covers it (warm-up and probes: one refill)
-        if what == "refill":
-            refilled = n
-        else:
-            assert n <= refilled, log
+    spec = TimingSpec(rounds=6, warmup=5, round_s=0.05, max_iters=5000)
+    Timing(lambda v: v, lambda msg: None, spec).run(
+        "size x", {"reference": side("reference"), "candidate": side("candidate")},
+        lambda key, calls: log.append(("refill", calls)), lambda name: 1000,
+        lambda: log.append(("checks", 0)), lambda calls: log.append(("prepare", calls)),
+        lambda name: log.append(("before", name)))
+    start = log.index(("prepare", 50))
+    rounds = log[start + 1:]
+    assert len(rounds) == 6 * 6, rounds
+    for r in range(6):
+        refill, before1, first, before2, second, checks = rounds[6 * r:6 * r + 6]
+        assert refill == ("refill", 50) and checks == ("checks", 0), rounds
+        assert {first[0], second[0]} == {"reference", "candidate"} and first[1] == second[1] == 50
+        assert before1 == ("before", first[0]) and before2 == ("before", second[0])
+    assert [rounds[6 * r + 2][0] for r in range(6)] == ["reference", "candidate"] * 3
+    log = [e for e in log if e[0] != "before"]
+    start = log.index(("prepare", 50))
+    for name in ("reference", "candidate"):      # warm-up and probes: each refilled first, checked after
+        mine = [i for i, e in enumerate(log[:start]) if e[0] == name]
+        assert len(mine) == 3 and all(log[i - 1] == ("refill", log[i][1]) for i in mine), log[:start]
+        assert all(log[i + 1] == ("checks", 0) for i in mine), log[:start]
 
 
-def test_set_count_is_the_set_budget_not_the_cache_span():
-    spec = TimingSpec()
-    assert set_count(1 << 20, 50 << 20, spec) == 64                       # small sets: max_sets
-    assert set_count(512 << 20, 50 << 20, spec) == 16                     # 8 GiB of 512 MiB sets
-    assert set_count(16 << 30, 50 << 20, spec) == 2                       # never fewer than two
-    assert TimingSpec.for_device("cpu").max_sets == 8                     # CPU runs check the logic only
+def _slots(count, fresh, n=8):
+    from pytest_kernelbench.rank import memory
+    from pytest_kernelbench.rank.slots import Slots
+    arena = memory.Arena(0, torch.device("cpu"), count * n * 4)
+    lent = [(arena.view(k * n * 4, [n], [1], torch.float32),) for k in range(count)]
+    made = iter(range(1, 10 ** 6))
+    sets = [(torch.full((n,), 0.0),) for _ in range(fresh)]
+    slots = Slots(lent, [(arena, n * 4)], sets, lambda what: (torch.full((n,), float(next(made))),),
+                  lambda: None, torch)
+    return slots, lent
+
+
+def test_slot_count_keeps_a_size_within_the_set_budget():
+    from pytest_kernelbench.rank.slots import slot_count
+    spec = TimingSpec(set_budget_bytes=8 << 30, max_sets=64)
+    for in_bytes in (4 << 10, 1 << 20, 16 << 20, 256 << 20, 3 << 30):
+        n = slot_count(in_bytes, spec)
+        assert n >= 1
+        if n > 1:       # slots and their pristine copies, and up to max_sets sets the harness made
+            assert (2 * n + min(n, 64)) * in_bytes <= 8 << 30, (in_bytes, n)
+    assert slot_count(1 << 20, spec) == 4064 and slot_count(256 << 20, spec) == 10
+
+
+def test_every_call_of_a_window_has_a_slot_of_its_own_with_new_values():
+    # a set met twice in a window can be answered by replaying the first answer (a cache keyed on
+    # the pointer, forgotten between windows): each call has its own memory, and a round puts values
+    # no earlier round used in the first `fresh` slots and copies of those in the rest
+    slots, lent = _slots(count=10, fresh=4)
+    slots.refill("1", 10)
+    first = [float(x[0][0]) for x in lent]
+    assert first == [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
+    assert len({x[0].data_ptr() for x in lent}) == 10
+    assert [float(p[0][0]) for p in slots.priv] == first       # the checker's copy of what each slot holds
+    slots.refill("2", 6)
+    assert [float(x[0][0]) for x in lent[:6]] == [5, 6, 7, 8, 5, 6]
+
+
+def test_inputs_written_by_the_candidate_are_caught_and_restored_before_the_reference_runs():
+    slots, lent = _slots(count=6, fresh=6)
+    slots.refill("1", 6)
+    pristine = [x[0].clone() for x in lent]
+    assert slots.before("candidate", inplace=False)
+    lent[3][0][2] = 1e9                                  # what a candidate's window could do
+    assert not slots.before("reference", inplace=False)  # reported, and undone for the reference
+    assert all(torch.equal(x[0], p) for x, p in zip(lent, pristine))
+    slots.refill("2", 6)
+    pristine = [x[0].clone() for x in lent]
+    assert slots.before("reference", inplace=True)
+    lent[0][0][0] = -1.0                                 # an in-place reference changes its inputs
+    assert slots.before("candidate", inplace=True)       # allowed, and undone for the candidate
+    assert torch.equal(lent[0][0], pristine[0])

@@ -25,7 +25,8 @@ from . import checks, compare, memory
 from .failures import AgreedFailure, ItemFailed
 from .globalstate import RULE
 from .stats import paired_speedup, size_band
-from .timing import Timing, paired, part_medians, reuse_sets, set_count, summarize, window_parts
+from .slots import Slots, slot_count
+from .timing import PROBE_CALLS, Timing, part_medians, summarize, window_parts
 
 if TYPE_CHECKING:
     from .link import Window
@@ -93,14 +94,19 @@ class SizeRun:
         devices = {"cpu": self.torch.device("cpu"), "cuda": c.device}
         ids = {kind: c.next_arena() + k for k, kind in enumerate(devices)}
         ends = dict.fromkeys(devices, 0)
-        trees, placed = [], []
+        trees, placed, marks = [], [], []
         for obj in sets:
             tree, leaves = memory.layout(obj, ids, ends)
             trees.append(tree)
             placed += leaves
+            marks.append(dict(ends))
+        self.lent_layout = []     # (arena, bytes a set takes in it where every set takes the same, else None)
         for kind, end in ends.items():
             if end:
                 arena = memory.Arena(ids[kind], devices[kind], end, c.driver)
+                stride = marks[0][kind]
+                even = all(m[kind] == (j + 1) * stride for j, m in enumerate(marks))
+                self.lent_layout.append((arena, stride if even else None))
                 c.arenas[arena.id] = self.link.arenas[arena.id] = arena
                 msg, fds = arena.message()
                 for link in links:
@@ -249,42 +255,59 @@ class SizeRun:
         c, job, size = self.c, self.job, self.size
         t0 = time.perf_counter()
         probe = c.make_inputs(size, "time0")
-        out_bytes = _nbytes(expected)
-        set_bytes = int(c.agree_max(_nbytes(probe) + out_bytes))
-        l2 = int(job.timing.l2_bytes or 0)
-        if not l2 and self.cuda:
-            l2 = int(getattr(self.torch.cuda.get_device_properties(c.device), "L2_cache_size", 0) or 0)
-        n_sets = set_count(set_bytes, l2, job.timing)
-        sets = [probe] + [c.make_inputs(size, f"time{k}") for k in range(1, n_sets)]
-        lent = self.lend(sets, reference=True)
-        priv = [compare.clone(s) for s in sets]
+        out_bytes, in_bytes = _nbytes(expected), _nbytes(probe)
+        budget = HOLD_BUDGET[job.device]
+        if self.cuda:       # both processes hold a window's outputs on this GPU: leave room for them
+            budget = min(budget, int(self.torch.cuda.mem_get_info(c.device)[0] // 6))
+        # calls per window at most: the outputs they hold, and the slots' memory (rank/slots.py)
+        mine = max(1, min(budget // max(out_bytes, 1), slot_count(in_bytes, job.timing)))
+        most = -int(c.agree_max(-float(mine)))         # the least over ranks: every rank lends as many slots
         phase = f"size {size}"
-
         spent = dict.fromkeys(("refill", "reference", "candidate", "checks"), 0.0)   # where the size's time goes
         phases: dict[str, list[tuple[float, ...]]] = {"reference": [], "candidate": []}   # per window: WINDOW_PARTS
+        state: dict[str, Any] = {}
 
-        def refill(key: str, calls: int | None = None) -> None:
-            """Fresh values in the sets the next window's `calls` calls use (all without `calls`)."""
+        flush = None
+        if self.cuda:
+            l2 = int(getattr(self.torch.cuda.get_device_properties(c.device), "L2_cache_size", 0) or 0)
+            flush = self.torch.empty(2 * l2, dtype=self.torch.uint8, device=c.device) if l2 else None
+
+        def lend_slots(count: int) -> None:
+            """Slots for windows of up to `count` calls (the probes' first, then the rounds')."""
+            fresh = min(count, job.timing.max_sets)
+            made = [probe] + [c.make_inputs(size, f"time{k}") for k in range(1, fresh)]
+            lent = self.lend([made[k % fresh] for k in range(count)], reference=True)
+            state["slots"] = Slots(lent, self.lent_layout, made, lambda what: c.make_inputs(size, what), c.sync,
+                                   self.torch, flush)
+
+        def refill(key: str, calls: int) -> None:
             t = time.perf_counter()
-            for k in range(min(n_sets, calls or n_sets)):
-                fresh = c.make_inputs(size, f"round{key}set{k}")
-                compare.refill(lent[k], fresh)
-                priv[k] = compare.adopt(priv[k], fresh)     # the checker's own copy: the fresh values themselves
-            c.sync()
+            state["slots"].refill(key, calls)
+            spent["refill"] += time.perf_counter() - t
+
+        def prepare(calls: int) -> None:
+            if calls > state["slots"].count:
+                lend_slots(calls)
+
+        def before(side: str) -> None:
+            t = time.perf_counter()
+            if not state["slots"].before(side, job.inplace) and self.pending is None:
+                self.pending = {"category": Failure.MISMATCH, "message": f"{phase}, timing: the candidate wrote to the "
+                                "inputs it was lent during a timed window (they are read-only)"}
             spent["refill"] += time.perf_counter() - t
 
         ref = c.ref
         assert ref is not None
 
         def reference(calls: int, key: str) -> float:
-            """The reference process's window: the candidate's protocol, the same calls on the same sets
-            (the candidate stopped meanwhile: none of its threads or children run beside it)."""
+            """The reference process's window: the candidate's protocol, the same calls on the same
+            slots (the candidate stopped meanwhile: none of its threads or children run beside it)."""
             t = time.perf_counter()
-            order = [i % n_sets for i in range(calls)]
             c.reference_untouched(f"{phase}, timing")
             self.link.stop()
             try:
-                window = ref.batch(order, first=False, spin=self.spin, barrier=c.barrier, timeout=c.batch_timeout())
+                window = ref.batch(list(range(calls)), first=False, spin=self.spin, barrier=c.barrier,
+                                   timeout=c.batch_timeout())
             except ItemFailed as f:
                 c.die(Failure.HARNESS_ERROR, f"the reference process, timing: {f.message}", "reference")
             finally:
@@ -297,57 +320,51 @@ class SizeRun:
             spent["reference"] += time.perf_counter() - t
             return window.seconds / calls
 
-        def candidate(calls: int, key: str) -> float:
-            t = time.perf_counter()
-            order = [i % n_sets for i in range(calls)]
-            ref.stop()
-            try:
-                window = self.link.batch(order, first=False, spin=self.spin, barrier=c.barrier, timeout=c.batch_timeout())
-            finally:
-                ref.cont()
-            t1 = time.perf_counter()
-            window_parts(phases["candidate"], window)
-            spent["candidate"] += t1 - t
-            if paired():
-                deferred.append((window, order, key))
-            else:
-                check(window, order, key)
-            return window.seconds / calls
-
         deferred: list = []
 
-        def check(window: Window, order: list[int], key: str, release: bool = True) -> None:
-            t1 = time.perf_counter()
-            self.check_window(window, order, key, lent, priv, phase)
-            if release:         # a release frees every window's outputs the candidate holds
+        def candidate(calls: int, key: str) -> float:
+            t = time.perf_counter()
+            ref.stop()
+            try:
+                window = self.link.batch(list(range(calls)), first=False, spin=self.spin, barrier=c.barrier,
+                                         timeout=c.batch_timeout())
+            finally:
+                ref.cont()
+            window_parts(phases["candidate"], window)
+            spent["candidate"] += time.perf_counter() - t
+            deferred.append((window, key))
+            return window.seconds / calls
+
+        def checks() -> None:
+            """The candidate's windows since the last call, checked (its outputs are held until then)."""
+            t = time.perf_counter()
+            slots = state["slots"]
+            for window, key in deferred:
+                self.check_window(window, list(range(window.calls)), key, slots.lent, slots.priv, phase)
+            if deferred:
                 self.link.release()
-            spent["checks"] += time.perf_counter() - t1
+            deferred.clear()
+            spent["checks"] += time.perf_counter() - t
 
-        def after_pair() -> None:
-            while deferred:
-                check(*deferred.pop(0), release=not deferred)
-
-        budget = HOLD_BUDGET[job.device]
-        if self.cuda:       # both processes hold a window's outputs on this GPU: leave room for them
-            budget = min(budget, int(self.torch.cuda.mem_get_info(c.device)[0] // 6))
-
-        def cap(name: str) -> int:      # the outputs a window holds; one set per call (rank/timing.set_count)
-            return max(1, min(budget // max(out_bytes, 1), n_sets if not reuse_sets() else budget))
-
+        lend_slots(min(most, PROBE_CALLS))
         timer = Timing(c.agree_max, c.files.heartbeat, job.timing)
-        measured = timer.run(phase, {"reference": reference, "candidate": candidate}, refill, cap, after_pair)
+        measured = timer.run(phase, {"reference": reference, "candidate": candidate}, refill, lambda name: most,
+                             checks, prepare, before)
         self.fail_if_any(c.agree(self.pending or {"category": None, "message": None}), f"{phase}, timing")
         timing = {name: summarize(measured["times"][name]) for name in ("reference", "candidate")}
         for name in timing:
             timing[name]["iters"] = measured["iters"][name]
-        self.record["timing"] = {**timing, "sets": n_sets, "set_bytes": set_bytes, "band_target": measured["band_target"],
+        slots = state["slots"]
+        self.record["timing"] = {**timing, "sets": slots.fresh, "slots": slots.count, "set_bytes": in_bytes + out_bytes,
+                                 "band_target": measured["band_target"],
                                  "spent_s": {k: round(v, 4) for k, v in spent.items()},
                                  "window_us": {name: part_medians(rows) for name, rows in phases.items() if rows}}
         self.record["speedup_of_medians"] = timing["reference"]["median_s"] / max(timing["candidate"]["median_s"], 1e-12)
         self.record["speedup"] = paired_speedup(timing)
         band = size_band(timing)
         self.record["band"] = list(band) if band else None
-        self.after_timing(lent[:max(2, min(AFTER_SETS, measured["iters"]["candidate"]))], priv, refill)
+        n_after = max(1, min(AFTER_SETS, slots.fresh))
+        self.after_timing(slots.lent[:n_after], slots.priv, refill)
         self.record["timing_s"] = time.perf_counter() - t0
 
     def check_window(self, window: Window, order: list[int], key: str, lent: list, priv: list, phase: str) -> None:

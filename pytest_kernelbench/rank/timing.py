@@ -1,20 +1,22 @@
 """Side-by-side timing of reference and candidate, driven by the checker.
 
 Protocol (same for both sides): warm-up; a probe sets how many calls a window holds, so a window
-lasts about `round_s` (fewer where the outputs a window holds would pass the memory budget, and
-never more calls than input sets: no set is called twice in a window, see set_count); then an even
-number of rounds interleave ref, cand, cand, ref, ... (each goes first equally often, so clock
-ramps, drift and a first-of-the-pair penalty hit both alike). Before each window the sets it uses
-are refilled in place with values no earlier window used. The reference's window runs in the
-reference process (its twin candidate process stopped meanwhile), the candidate's in the
-candidate process (the reference process stopped), both as batches (rank/link.py). A window is
-wall time on the checker's clock from a barrier across checkers and "go" to the
-device-synchronized end; a rank's round time is per call; the job's is the max over ranks; the
-reported time is the median over rounds. Where the paired speedup's noise band is wider than
-+-band_target, rounds continue in pairs up to max_rounds.
+lasts about `round_s` (fewer where the memory its outputs and inputs take would pass the budget);
+then an even number of rounds interleave ref, cand, cand, ref, ... (each goes first equally often,
+so clock ramps, drift and a first-of-the-pair penalty hit both alike). Each round first puts
+values no earlier round used in the inputs, then runs its two windows back to back (the pause
+between a round's windows is where wall-clock jitter gets in: the candidate's checks wait until
+after both). Every call of a window has an input slot of its own (rank/slots.py). The reference's
+window runs in the reference process (its twin candidate process stopped meanwhile), the
+candidate's in the candidate process (the reference process stopped), both as batches
+(rank/link.py). A window is wall time on the checker's clock from a barrier across checkers and
+"go" to the device-synchronized end; a rank's round time is per call; the job's is the max over
+ranks; the reported time is the median over rounds. Where the paired speedup's noise band is
+wider than +-band_target, rounds continue in pairs up to max_rounds.
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import statistics
@@ -40,44 +42,58 @@ class Timing:
         self.max_rounds = max(self.rounds, int(cfg.max_rounds))
 
     def run(self, phase: str, sides: dict[str, Callable[[int, str], float]], refill: Callable[[str, int], None],
-            cap: Callable[[str], int], after_pair: Callable[[], None] | None = None) -> dict:
-        """sides[name](calls, key) runs one window of `calls` calls on the current sets and returns
-        its seconds per call; refill(key, calls) puts fresh values in the sets a window of `calls`
-        calls uses; cap(name) is the most calls a window of that side may hold (the memory its
-        outputs take, and one input set per call)."""
+            cap: Callable[[str], int], after_pair: Callable[[], None] | None = None,
+            prepare: Callable[[int], None] | None = None, before: Callable[[str], None] | None = None) -> dict:
+        """sides[name](calls, key) runs one window of `calls` calls and returns its seconds per call;
+        refill(key, calls) puts new values in the inputs of a window of `calls` calls (once per
+        round: both windows of a round run back to back on the same values); cap(name) is the most
+        calls a window of that side may hold; after_pair() runs after each round and after each
+        warm-up or probe window (the candidate's checks, kept out of the time between a round's
+        windows);
+        prepare(calls) is told the rounds' window size before they start; before(name) runs before
+        every window (the inputs made as the round's refill left them, the device cache emptied)."""
         iters = {}
-        for name, side in sides.items():
+
+        def window(name: str, calls: int, key: str, alone: bool = False) -> float:
+            """One window; `alone` (warm-up, probes): with values of its own, checked at once."""
+            if alone:       # no window sees values an earlier one saw (a round's two windows: the same)
+                refill(key, calls)
+            if before is not None:
+                before(name)
+            took = sides[name](calls, key)
+            if alone and after_pair is not None:
+                after_pair()
+            return took
+
+        for name in sides:
+            side = functools.partial(window, name)
             self.heartbeat(f"{phase}, timing warm-up, {name}")
             most = max(1, min(self.max_iters, cap(name)))      # the warm-up and the probes hold outputs too
             # two probe windows: the difference is the calls' cost alone, without the window's own
             # (barrier, wake-up, the description of its outputs)
             long_ = min(PROBE_CALLS, most)
             short = min(4, long_ // 2)
-            refill(f"warm-{name}", max(long_, min(self.warmup, most)))
-            side(min(self.warmup, most), f"warm-{name}")
-            t_short = side(short, f"probe-{name}-short") * short if short else 0.0
-            t_long = side(long_, f"probe-{name}") * long_
-            if after_pair is not None:
-                after_pair()
+            side(min(self.warmup, most), f"warm-{name}", True)
+            t_short = side(short, f"probe-{name}-short", True) * short if short else 0.0
+            t_long = side(long_, f"probe-{name}", True) * long_
             per_call = (t_long - t_short) / (long_ - short) if long_ > short else t_long / long_
             per_call = self.agree_max(max(per_call, 0.25 * t_long / long_))     # noise never makes it ~0
             want = math.ceil(self.round_s / max(per_call, 1e-9))
             iters[name] = int(self.agree_max(max(1, min(self.max_iters, want, cap(name)))))
         # both sides run the same number of calls per window, so both hold the same outputs
         n = min(iters.values())
+        if prepare is not None:
+            prepare(n)
         times: dict[str, list[float]] = {name: [] for name in sides}
         adaptive = self.max_rounds > self.rounds
         r = 0
         while r < self.rounds or (adaptive and r < self.max_rounds and (r % 2 or not self.settled(times))):
             order = ("reference", "candidate") if r % 2 == 0 else ("candidate", "reference")
-            if paired():
-                refill(f"{2 * r}", n)
+            refill(f"{r}", n)
             for name in order:
-                key = f"{2 * r + (name == 'candidate')}"
-                if not paired():
-                    refill(key, n)
+                key = f"{r}{name[0]}"
                 self.heartbeat(f"{phase}, timing round {r + 1}/{self.rounds if r < self.rounds else self.max_rounds}, {name}")
-                times[name].append(self.agree_max(sides[name](n, key)))
+                times[name].append(self.agree_max(window(name, n, key)))
             if after_pair is not None:
                 after_pair()
             r += 1
@@ -92,31 +108,6 @@ class Timing:
             return False
         mid = statistics.median(ratios)
         return band[0] >= mid * (1 - self.band_target) and band[1] <= mid * (1 + self.band_target)
-
-
-def reuse_sets() -> bool:
-    """KB_DEV_SET_REUSE=1: the earlier protocol, fewer sets met again within a window (to measure
-    what one set per call costs; never for a real run: it lets a replaying candidate through)."""
-    return os.environ.get("KB_DEV_SET_REUSE") == "1"
-
-
-def paired() -> bool:
-    """KB_DEV_PAIR=1 (an experiment): one refill per round and the candidate's checks after both
-    windows, so a round's two windows run back to back."""
-    return os.environ.get("KB_DEV_PAIR") == "1"
-
-
-def set_count(set_bytes: int, l2_bytes: int, cfg: TimingSpec) -> int:
-    """Input sets a size's timing holds, which bounds the calls of a window: every call of a window
-    gets a set of its own. A set met twice in one window lets a candidate answer the second call
-    with a copy of the first answer (a cache keyed on the pointer and forgotten between windows,
-    told apart by the pause between them): correct outputs, no communication, a false speedup.
-    As many sets as the set budget holds, up to max_sets; together they span 3x L2 where they can."""
-    budget = max(2, cfg.set_budget_bytes // max(set_bytes, 1))
-    if reuse_sets():
-        n = max(2, math.ceil(3 * l2_bytes / max(set_bytes, 1))) if l2_bytes else 2
-        return int(min(n, cfg.max_sets, budget))
-    return int(min(cfg.max_sets, budget))
 
 
 def summarize(rounds: list[float]) -> dict:

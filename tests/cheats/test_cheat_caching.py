@@ -50,9 +50,10 @@ def solution(x):
     return _c[k].clone()
 """,
     # a replay inside a window: a set met again in the same window (same memory, same values) gets
-    # a copy of its first answer, forgotten between windows (told apart by the pause). A correct
-    # replay would pass every check with a false speedup; this one answers wrong when it replays,
-    # so an item that passes shows no set was called twice in any window it ran
+    # a copy of its first answer, forgotten between windows (told apart by the pause; the ranks
+    # agree on every replay, so none waits for a peer that replays). A correct replay would pass
+    # every check with a false speedup; this one answers wrong when it replays, so an item that
+    # passes shows no call met memory and values an earlier call of its window met
     "replay_in_window": HONEST + """
 import time
 _c = {}
@@ -61,7 +62,13 @@ def solution(x):
     if time.perf_counter() - _last[0] > 0.001:     # calls of a window come back to back
         _c.clear()
     k = (x.data_ptr(), float(x.double().sum()))
-    out = _c[k] + 1 if k in _c else _p2p_sum(x)
+    hit = torch.tensor([1.0 if k in _c else 0.0])
+    others = torch.empty_like(hit)
+    r, w = dist.get_rank(), dist.get_world_size()
+    for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, hit, (r + 1) % w),
+                                     dist.P2POp(dist.irecv, others, (r - 1) % w)]):
+        q.wait()
+    out = _c[k] + 1 if hit.item() and others.item() else _p2p_sum(x)
     _c.setdefault(k, out)
     _last[0] = time.perf_counter()
     return out.clone()
@@ -71,7 +78,7 @@ def solution(x):
 
 def test_no_set_is_called_twice_in_a_window(judged):
     """On 1924c3d this failed (mismatch: a window of 4 calls met 2 sets, so calls replayed); since, every call of a window
-    has its own set (rank/timing.set_count), so there is nothing to replay."""
+    has its own slot (rank/slots.py), so there is nothing to replay."""
     it = item(judged, "replay_in_window")
     assert it["outcome"] == "passed", f"{it['outcome']} {it.get('failure')}: {it.get('message')}"
 

@@ -53,6 +53,17 @@ def solution(x):
     x.zero_()
     return torch.zeros_like(x)
 """,
+    # honest in its first calls (the trials), then leaves garbage in the inputs it was lent after
+    # each answer: the reference, timed on the same memory next, would run on it
+    "tamper_inputs_in_timing": HONEST + """
+_n = [0]
+def solution(x):
+    out = _p2p_sum(x)
+    _n[0] += 1
+    if _n[0] > 4:
+        x.fill_(1e30)
+    return out
+""",
     "same_data": HONEST + """
 def solution(x):
     return x * dist.get_world_size()       # as if every rank held the same data
@@ -86,6 +97,10 @@ def test_view_of_the_input_fails(judged):
 @pytest.mark.parametrize("name", ["uninitialised_buffer", "frame_expected", "zero_inputs", "same_data", "fp8_roundtrip"])
 def test_wrong_values_are_a_mismatch(judged, name):
     failed(judged, name, "mismatch")
+
+
+def test_inputs_written_during_timing_are_a_mismatch(judged):
+    failed(judged, "tamper_inputs_in_timing", "mismatch", "timing")
 
 
 def test_hardcoded_shape_fails_on_the_other_size(judged):

@@ -1,0 +1,97 @@
+"""The input slots of a size's timing: every call of a timed window gets memory of its own.
+
+A set called twice in one window lets a candidate answer the second call with a copy of its
+first answer (a cache keyed on the pointer, forgotten between windows, which it tells apart by
+the pause between them): correct outputs, no communication, a false speedup. So a window of n
+calls runs on n slots, and before each round the checker puts values no earlier round used in
+them: the first `fresh` slots from the harness (what a generation costs bounds how many), the
+others copies of those, so values repeat across slots but memory never does (pointers, L2 lines).
+
+Both solver processes map the same slots. A round's two windows run back to back on the same
+values, each from an empty device cache, and before the second one the checker undoes what the
+first could have changed: a
+candidate that went first and wrote to its inputs (which could slow the reference, or hide its
+own writes) is recorded, and the slots are restored from the checker's pristine copy; an in-place
+problem's slots are restored whichever side went first.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import compare
+
+
+def slot_count(in_bytes: int, cfg: Any) -> int:
+    """The most slots a size's inputs may take: each slot and its pristine copy, plus the checker's
+    own copy of the values the harness made (up to max_sets), within set_budget_bytes."""
+    n = cfg.set_budget_bytes // max(3 * in_bytes, 1)
+    if n > cfg.max_sets:
+        n = (cfg.set_budget_bytes - cfg.max_sets * in_bytes) // max(2 * in_bytes, 1)
+    return max(1, int(n))
+
+
+class Slots:
+    def __init__(self, lent: list[Any], layout: list[tuple[Any, int | None]], made: list[Any],
+                 make: Callable[[str], Any], sync: Callable[[], None], torch: Any, flush: Any = None):
+        """`lent`: the slots as the checker sees them (views of arenas lent to both processes);
+        `layout`: each arena with the bytes one slot takes in it (None where the slots are not
+        evenly spaced: copies then go slot by slot); `made`: the harness's sets whose values the
+        slots hold (slot k: made[k % len(made)]), the checker's own copy from now on; `flush`: a
+        device buffer twice the L2 (None: no device cache to empty)."""
+        self.lent, self.layout, self.make, self.sync, self.torch = lent, layout, make, sync, torch
+        self.flush = flush
+        self.count = len(lent)
+        self.fresh = max(1, min(len(made), self.count))
+        self.priv: list[Any] = [made[k % self.fresh] for k in range(self.count)]
+        self.pristine = [torch.empty_like(arena.base[:arena.nbytes]) for arena, _ in layout]
+        self.filled = 0           # slots filled by the last refill
+        self.dirty: str | None = None   # the side that ran a window since the last refill
+
+    def refill(self, key: str, calls: int) -> None:
+        """Values no earlier round used in the first `calls` slots, and their pristine copy."""
+        calls = max(1, min(calls, self.count))
+        f = min(calls, self.fresh)
+        for k in range(f):
+            new = self.make(f"round{key}set{k}")
+            compare.refill(self.lent[k], new)
+            self.priv[k] = compare.adopt(self.priv[k], new)
+        for k in range(f, calls):
+            self.priv[k] = self.priv[k % f]
+        if calls > f:
+            self._copies(f, calls)
+        for (arena, stride), keep in zip(self.layout, self.pristine):
+            end = calls * stride if stride else arena.nbytes
+            keep[:end].copy_(arena.base[:end])
+        self.sync()
+        self.filled, self.dirty = calls, None
+
+    def _copies(self, f: int, calls: int) -> None:
+        if all(stride for _, stride in self.layout):
+            for arena, stride in self.layout:     # slot k is a copy of slot k mod f: one copy per f slots
+                rows = arena.base[:self.count * stride].view(self.count, stride)
+                for start in range(f, calls, f):
+                    m = min(f, calls - start)
+                    rows[start:start + m].copy_(rows[:m])
+        else:
+            for k in range(f, calls):
+                compare.refill(self.lent[k], self.lent[k % f])
+
+    def before(self, side: str, inplace: bool) -> bool:
+        """Before `side`'s window: restore the slots if the other side's window could have changed
+        them, and empty the device cache (each window starts cold: whoever went second would
+        otherwise find the round's values warm). False when the candidate's window changed them
+        (it wrote to inputs it was only to read)."""
+        first, self.dirty = self.dirty, side
+        intact = True
+        if first is not None and first != side and (first == "candidate" or inplace):
+            for (arena, stride), keep in zip(self.layout, self.pristine):
+                end = self.filled * stride if stride else arena.nbytes
+                if not inplace and intact:
+                    intact = bool(self.torch.equal(arena.base[:end], keep[:end]))
+                if inplace or not intact:
+                    arena.base[:end].copy_(keep[:end])
+        if self.flush is not None:
+            self.flush.zero_()
+        self.sync()
+        return intact or inplace
