@@ -67,8 +67,10 @@ class Slots:
         self.filled, self.dirty = calls, None
 
     def _copies(self, f: int, calls: int) -> None:
-        if all(stride for _, stride in self.layout):
-            for arena, stride in self.layout:     # slot k is a copy of slot k mod f: one copy per f slots
+        strides = [stride for _, stride in self.layout]
+        if all(strides):
+            for (arena, _), stride in zip(self.layout, strides):   # slot k: a copy of slot k mod f
+                assert stride is not None
                 rows = arena.base[:self.count * stride].view(self.count, stride)
                 for start in range(f, calls, f):
                     m = min(f, calls - start)
