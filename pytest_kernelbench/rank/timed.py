@@ -1,0 +1,232 @@
+"""A size's timed part, as the checker runs it after the trials: the reference and the candidate
+timed side by side on input slots of their own (rank/slots.py, rank/timing.py), the candidate's
+timed windows checked on a subset of their calls chosen after the round from the job's key
+(identically on every checker: the reference calls stay matched, and unknown to candidates),
+then the anti-caching passes.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import random
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..protocol import Failure
+from . import checks, compare
+from .failures import ItemFailed
+from .slots import Slots, slot_count
+from .stats import paired_speedup, size_band
+from .timing import PROBE_CALLS, Timing, part_medians, summarize, window_parts
+
+if TYPE_CHECKING:
+    from .link import Window
+
+
+class SizeRun(Protocol):
+    """What the timed part needs of its size's run (rank/sizes.py; named here so the two modules
+    do not import each other)."""
+    c: Any
+    job: Any
+    size: str
+    link: Any
+    torch: Any
+    cuda: bool
+    spin: bool
+    record: dict[str, Any]
+    pending: dict | None
+    verdict_now: tuple[str, str] | None
+    lent_layout: list
+
+    def lend(self, sets: list[Any], reference: bool = False) -> list[Any]: ...
+    def inspect(self, window: Window, indices: list[int], phase: str, first: bool,
+                settle: bool = True) -> dict[int, Any]: ...
+    def inputs_after(self, window: Window, k: int, lent: Any) -> Any: ...
+    def fail_if_any(self, everyone: list, phase: str) -> None: ...
+
+CHECKED_PER_WINDOW = 2          # calls of a timed window whose outputs are compared (plus the last)
+AFTER_SETS = 4                  # sets the anti-caching passes after timing call (any stale answer shows)
+SETTLED_EVERY = 4               # one timed window in this many (which one: chosen after it) is let settle
+HOLD_BUDGET = {"cuda": 4 << 30, "cpu": 256 << 20}     # bytes of outputs a window may hold
+
+
+def time_size(run: SizeRun, expected: Any) -> None:
+    c, job, size = run.c, run.job, run.size
+    t0 = time.perf_counter()
+    probe = c.make_inputs(size, "time0")
+    out_bytes, in_bytes = _nbytes(expected), _nbytes(probe)
+    budget = HOLD_BUDGET[job.device]
+    if run.cuda:       # both processes hold a window's outputs on this GPU: leave room for them
+        budget = min(budget, int(run.torch.cuda.mem_get_info(c.device)[0] // 6))
+    # calls per window at most: the outputs they hold, and the slots' memory (rank/slots.py)
+    mine = max(1, min(budget // max(out_bytes, 1), slot_count(in_bytes, job.timing)))
+    most = -int(c.agree_max(-float(mine)))         # the least over ranks: every rank lends as many slots
+    phase = f"size {size}"
+    spent = dict.fromkeys(("refill", "reference", "candidate", "checks"), 0.0)   # where the size's time goes
+    phases: dict[str, list[tuple[float, ...]]] = {"reference": [], "candidate": []}   # per window: WINDOW_PARTS
+    state: dict[str, Any] = {}
+
+    flush = None
+    if run.cuda:
+        l2 = int(getattr(run.torch.cuda.get_device_properties(c.device), "L2_cache_size", 0) or 0)
+        flush = run.torch.empty(2 * l2, dtype=run.torch.uint8, device=c.device) if l2 else None
+
+    def lend_slots(count: int) -> None:
+        """Slots for windows of up to `count` calls (the probes' first, then the rounds')."""
+        fresh = min(count, job.timing.max_sets)
+        made = [probe] + [c.make_inputs(size, f"time{k}") for k in range(1, fresh)]
+        lent = run.lend([made[k % fresh] for k in range(count)], reference=True)
+        state["slots"] = Slots(lent, run.lent_layout, made, lambda what: c.make_inputs(size, what), c.sync,
+                               run.torch, flush)
+
+    def refill(key: str, calls: int) -> None:
+        t = time.perf_counter()
+        state["slots"].refill(key, calls)
+        spent["refill"] += time.perf_counter() - t
+
+    def prepare(calls: int) -> None:
+        if calls > state["slots"].count:
+            lend_slots(calls)
+
+    def before(side: str) -> None:
+        t = time.perf_counter()
+        if not state["slots"].before(side, job.inplace) and run.pending is None:
+            run.pending = {"category": Failure.MISMATCH, "message": f"{phase}, timing: the candidate wrote to the "
+                            "inputs it was lent during a timed window (they are read-only)"}
+        spent["refill"] += time.perf_counter() - t
+
+    ref = c.ref
+    assert ref is not None
+
+    def reference(calls: int, key: str) -> float:
+        """The reference process's window: the candidate's protocol, the same calls on the same
+        slots (the candidate stopped meanwhile: none of its threads or children run beside it)."""
+        t = time.perf_counter()
+        c.reference_untouched(f"{phase}, timing")
+        run.link.stop()
+        try:
+            window = ref.batch(list(range(calls)), first=False, spin=run.spin, barrier=c.barrier,
+                               timeout=c.batch_timeout())
+        except ItemFailed as f:
+            c.die(Failure.HARNESS_ERROR, f"the reference process, timing: {f.message}", "reference")
+        finally:
+            run.link.cont()
+        if window.done.failed:
+            c.die(Failure.RUNTIME_ERROR, f"the reference failed ({phase}, timing): {window.done.failed.get('message')}",
+                  "reference")
+        ref.release()
+        window_parts(phases["reference"], window)
+        spent["reference"] += time.perf_counter() - t
+        return window.seconds / calls
+
+    deferred: list = []
+
+    def candidate(calls: int, key: str) -> float:
+        t = time.perf_counter()
+        ref.stop()
+        try:
+            window = run.link.batch(list(range(calls)), first=False, spin=run.spin, barrier=c.barrier,
+                                     timeout=c.batch_timeout())
+        finally:
+            ref.cont()
+        window_parts(phases["candidate"], window)
+        spent["candidate"] += time.perf_counter() - t
+        deferred.append((window, key))
+        return window.seconds / calls
+
+    def checks() -> None:
+        """The candidate's windows since the last call, checked (its outputs are held until then)."""
+        t = time.perf_counter()
+        slots = state["slots"]
+        for window, key in deferred:
+            check_window(run, window, list(range(window.calls)), key, slots.lent, slots.priv, phase)
+        if deferred:
+            run.link.release()
+        deferred.clear()
+        spent["checks"] += time.perf_counter() - t
+
+    lend_slots(min(most, PROBE_CALLS))
+    timer = Timing(c.agree_max, c.files.heartbeat, job.timing)
+    measured = timer.run(phase, {"reference": reference, "candidate": candidate}, refill, lambda name: most,
+                         checks, prepare, before)
+    run.fail_if_any(c.agree(run.pending or {"category": None, "message": None}), f"{phase}, timing")
+    timing = {name: summarize(measured["times"][name]) for name in ("reference", "candidate")}
+    for name in timing:
+        timing[name]["iters"] = measured["iters"][name]
+    slots = state["slots"]
+    run.record["timing"] = {**timing, "sets": slots.fresh, "slots": slots.count, "set_bytes": in_bytes + out_bytes,
+                             "band_target": measured["band_target"],
+                             "spent_s": {k: round(v, 4) for k, v in spent.items()},
+                             "window_us": {name: part_medians(rows) for name, rows in phases.items() if rows}}
+    run.record["speedup_of_medians"] = timing["reference"]["median_s"] / max(timing["candidate"]["median_s"], 1e-12)
+    run.record["speedup"] = paired_speedup(timing)
+    band = size_band(timing)
+    run.record["band"] = list(band) if band else None
+    n_after = max(1, min(AFTER_SETS, slots.fresh))
+    after_timing(run, slots.lent[:n_after], slots.priv, refill)
+    run.record["timing_s"] = time.perf_counter() - t0
+
+def check_window(run: SizeRun, window: Window, order: list[int], key: str, lent: list, priv: list, phase: str) -> None:
+    """A timed window's outputs: a subset of its calls, chosen now, identically on every checker
+    (the reference calls below are collectives), compared with the reference."""
+    calls = len(order)
+    seed = hmac.new(run.c.key.encode(), f"{run.size}|{key}|subset".encode(), hashlib.sha256).digest()
+    rng = random.Random(seed)
+    pick = sorted(set(rng.sample(range(calls), min(CHECKED_PER_WINDOW, calls))) | {calls - 1})
+    outs = run.inspect(window, pick, f"{phase}, timing", first=False, settle=rng.randrange(SETTLED_EVERY) == 0)
+    found = run.verdict_now
+    for i in pick:
+        s = order[i]
+        if run.job.inplace:      # repeated calls compound in place: the anti-caching passes check these
+            break
+        ref_in = compare.clone(priv[s])
+        expected = run.c.call_reference(ref_in, f"{phase}, timing check", beat=i == pick[0])
+        if found is None and i in outs:
+            category, msg, _ = checks.check_call(outs[i], expected, lent[s], ref_in, priv[s], run.job.tolerance,
+                                                 run.job.inplace, getattr(run.c.harness, "check", None))
+            if category:
+                found = (category, f"timed call {i + 1} of {calls} (input set {s}): {msg}")
+    if found and run.pending is None:
+        run.pending = {"category": found[0], "message": found[1]}
+
+def after_timing(run: SizeRun, lent: list, priv: list, refill: Any) -> None:
+    """Refill the timing sets (same memory, new values) and check every output: a cache keyed on
+    pointer, id or shape now returns stale data. Then again with new values on some ranks only:
+    an answer memoized on a rank's own input is stale too (the result depends on the others')."""
+    c, n = run.c, len(lent)
+    phase = f"size {run.size}, check after timing"
+    found = None
+    for pass_no in (1, 2):
+        if pass_no == 1:
+            refill("after", n)
+        else:
+            for k in range(n):
+                if (c.rank + k) % 2:
+                    fresh = c.make_inputs(run.size, f"after2set{k}")
+                    compare.refill(lent[k], fresh)
+                    priv[k] = compare.adopt(priv[k], fresh)
+            c.sync()
+        pristine = [compare.clone(x) for x in lent]    # what the candidate gets (in-place calls of pass 1 kept)
+        window = run.link.batch(list(range(n)), first=False, spin=run.spin, barrier=c.barrier,
+                                 timeout=c.batch_timeout(), inputs=run.job.inplace)
+        outs = run.inspect(window, list(range(n)), phase, first=False)
+        found = found or run.verdict_now
+        for k in range(n):
+            ref_in = compare.clone(pristine[k])
+            expected = c.call_reference(ref_in, phase)
+            if found is None and k in outs:
+                category, msg, _ = checks.check_call(outs[k], expected, run.inputs_after(window, k, lent[k]),
+                                                     ref_in, pristine[k],
+                                                     run.job.tolerance, run.job.inplace,
+                                                     getattr(c.harness, "check", None))
+                if category:
+                    which = " (new values on some ranks only)" if pass_no == 2 else ""
+                    found = (category, f"input set {k}{which}: {msg}")
+        run.link.release()
+    mine = {"category": found[0], "message": found[1]} if found else {"category": None, "message": None}
+    run.fail_if_any(c.agree(mine), phase)
+
+
+def _nbytes(obj: Any) -> int:
+    import torch
+    return sum(v.numel() * v.element_size() for _, v in compare.leaves(obj) if isinstance(v, torch.Tensor))
