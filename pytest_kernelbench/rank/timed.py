@@ -44,6 +44,7 @@ class SizeRun(Protocol):
     def inputs_after(self, window: Window, k: int, lent: Any) -> Any: ...
     def fail_if_any(self, everyone: list, phase: str) -> None: ...
 
+
 CHECKED_PER_WINDOW = 2          # calls of a timed window whose outputs are compared (plus the last)
 AFTER_SETS = 4                  # sets the anti-caching passes after timing call (any stale answer shows)
 SETTLED_EVERY = 4               # one timed window in this many (which one: chosen after it) is let settle
@@ -51,6 +52,7 @@ HOLD_BUDGET = {"cuda": 4 << 30, "cpu": 256 << 20}     # bytes of outputs a windo
 
 
 def time_size(run: SizeRun, expected: Any) -> None:
+    """Time the size (its record's "timing", "speedup" and "band"), then the anti-caching passes."""
     c, job, size = run.c, run.job, run.size
     t0 = time.perf_counter()
     probe = c.make_inputs(size, "time0")
