@@ -20,3 +20,7 @@ for rel in sys.argv[2:]:
     (out / "problem.yaml").write_text(yaml.safe_dump(d, sort_keys=False))
 PY
 }
+with_knobs() {   # with_knobs VARIANT CMD...: CMD with VARIANT's comma-separated NAME=VALUE dev knobs ("as-is": none)
+  local v=$1; shift
+  env $( [ "$v" = as-is ] || echo "$v" | tr ',' ' ' ) "$@"
+}

@@ -17,7 +17,7 @@ n=0
 for v in "${VARIANTS[@]}"; do
   n=$((n + 1)); rep=/tmp/kn/$n.json
   log "variant $v"
-  env $( [ "$v" = as-is ] || echo "$v" | tr ',' ' ' ) timeout 200 $PT /tmp/kn/w1 --kb-candidate=reference \
+  with_knobs "$v" timeout 200 $PT /tmp/kn/w1 --kb-candidate=reference \
      --kb-timing-rounds=8 --kb-report=$rep 2>&1 | tail -1
   cp $rep "$OUT/knobs-$n.json" 2>/dev/null
   python3 - "$v" $rep <<'PY'

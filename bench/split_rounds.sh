@@ -9,7 +9,7 @@ VARIANTS=("$@")
 n=0
 for v in "${VARIANTS[@]}"; do
   n=$((n + 1)); rep=/tmp/kr/$n.json
-  env $( [ "$v" = as-is ] || echo "$v" | tr ',' ' ' ) timeout 200 $PT /tmp/kr/w1 --kb-candidate=reference \
+  with_knobs "$v" timeout 200 $PT /tmp/kr/w1 --kb-candidate=reference \
      --kb-report=$rep > /dev/null 2>&1
   cp $rep "$OUT/rounds-$n.json" 2>/dev/null
   python3 - "$v" $rep <<'PY'

@@ -190,9 +190,8 @@ def _slots(count, fresh, n=8):
     arena = memory.Arena(0, torch.device("cpu"), count * n * 4)
     lent = [(arena.view(k * n * 4, [n], [1], torch.float32),) for k in range(count)]
     made = iter(range(1, 10 ** 6))
-    sets = [(torch.full((n,), 0.0),) for _ in range(fresh)]
-    slots = Slots(lent, [(arena, n * 4)], sets, lambda what: (torch.full((n,), float(next(made))),),
-                  lambda: None, torch)
+    slots = Slots(lent, [(arena, n * 4)], fresh, (torch.full((n,), 0.0),),
+                  lambda what: (torch.full((n,), float(next(made))),), lambda: None, torch)
     return slots, lent
 
 

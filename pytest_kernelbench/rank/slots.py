@@ -32,18 +32,18 @@ def slot_count(in_bytes: int, cfg: Any) -> int:
 
 
 class Slots:
-    def __init__(self, lent: list[Any], layout: list[tuple[Any, int | None]], made: list[Any],
+    def __init__(self, lent: list[Any], layout: list[tuple[Any, int | None]], fresh: int, held: Any,
                  make: Callable[[str], Any], sync: Callable[[], None], torch: Any, flush: Any = None):
         """`lent`: the slots as the checker sees them (views of arenas lent to both processes);
         `layout`: each arena with the bytes one slot takes in it (None where the slots are not
-        evenly spaced: copies then go slot by slot); `made`: the harness's sets whose values the
-        slots hold (slot k: made[k % len(made)]), the checker's own copy from now on; `flush`: a
-        device buffer twice the L2 (None: no device cache to empty)."""
+        evenly spaced: copies then go slot by slot); `fresh`: how many slots a round fills from the
+        harness; `held`: the values every slot holds until its first refill (the checker's copy);
+        `flush`: a device buffer twice the L2 (None: no device cache to empty)."""
         self.lent, self.layout, self.make, self.sync, self.torch = lent, layout, make, sync, torch
         self.flush = flush
         self.count = len(lent)
-        self.fresh = max(1, min(len(made), self.count))
-        self.priv: list[Any] = [made[k % self.fresh] for k in range(self.count)]
+        self.fresh = max(1, min(fresh, self.count))
+        self.priv: list[Any] = [held] * self.count
         self.pristine = [torch.empty_like(arena.base[:arena.nbytes]) for arena, _ in layout]
         self.filled = 0           # slots filled by the last refill
         self.dirty: str | None = None   # the side that ran a window since the last refill

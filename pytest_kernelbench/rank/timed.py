@@ -75,11 +75,9 @@ def time_size(run: SizeRun, expected: Any) -> None:
 
     def lend_slots(count: int) -> None:
         """Slots for windows of up to `count` calls (the probes' first, then the rounds')."""
-        fresh = min(count, job.timing.max_sets)
-        made = [probe] + [c.make_inputs(size, f"time{k}") for k in range(1, fresh)]
-        lent = run.lend([made[k % fresh] for k in range(count)], reference=True)
-        state["slots"] = Slots(lent, run.lent_layout, made, lambda what: c.make_inputs(size, what), c.sync,
-                               run.torch, flush)
+        lent = run.lend([probe] * count, reference=True)      # every window refills the slots it uses first
+        state["slots"] = Slots(lent, run.lent_layout, min(count, job.timing.max_sets), probe,
+                               lambda what: c.make_inputs(size, what), c.sync, run.torch, flush)
 
     def refill(key: str, calls: int) -> None:
         t = time.perf_counter()
@@ -141,7 +139,7 @@ def time_size(run: SizeRun, expected: Any) -> None:
         t = time.perf_counter()
         slots = state["slots"]
         for window, key in deferred:
-            check_window(run, window, list(range(window.calls)), key, slots.lent, slots.priv, phase)
+            check_window(run, window, key, slots.lent, slots.priv, phase)
         if deferred:
             run.link.release()
         deferred.clear()
@@ -168,28 +166,30 @@ def time_size(run: SizeRun, expected: Any) -> None:
     after_timing(run, slots.lent[:n_after], slots.priv, refill)
     run.record["timing_s"] = time.perf_counter() - t0
 
-def check_window(run: SizeRun, window: Window, order: list[int], key: str, lent: list, priv: list, phase: str) -> None:
-    """A timed window's outputs: a subset of its calls, chosen now, identically on every checker
-    (the reference calls below are collectives), compared with the reference."""
-    calls = len(order)
+
+def check_window(run: SizeRun, window: Window, key: str, lent: list, priv: list, phase: str) -> None:
+    """A timed window's outputs (call i ran on slot i): a subset of its calls, chosen now,
+    identically on every checker (the reference calls below are collectives), compared with the
+    reference."""
+    calls = window.calls
     seed = hmac.new(run.c.key.encode(), f"{run.size}|{key}|subset".encode(), hashlib.sha256).digest()
     rng = random.Random(seed)
     pick = sorted(set(rng.sample(range(calls), min(CHECKED_PER_WINDOW, calls))) | {calls - 1})
     outs = run.inspect(window, pick, f"{phase}, timing", first=False, settle=rng.randrange(SETTLED_EVERY) == 0)
     found = run.verdict_now
-    for i in pick:
-        s = order[i]
-        if run.job.inplace:      # repeated calls compound in place: the anti-caching passes check these
+    for s in pick:
+        if run.job.inplace:      # the slots may be restored by now: the trials and anti-caching passes check these
             break
         ref_in = compare.clone(priv[s])
-        expected = run.c.call_reference(ref_in, f"{phase}, timing check", beat=i == pick[0])
-        if found is None and i in outs:
-            category, msg, _ = checks.check_call(outs[i], expected, lent[s], ref_in, priv[s], run.job.tolerance,
+        expected = run.c.call_reference(ref_in, f"{phase}, timing check", beat=s == pick[0])
+        if found is None and s in outs:
+            category, msg, _ = checks.check_call(outs[s], expected, lent[s], ref_in, priv[s], run.job.tolerance,
                                                  run.job.inplace, getattr(run.c.harness, "check", None))
             if category:
-                found = (category, f"timed call {i + 1} of {calls} (input set {s}): {msg}")
+                found = (category, f"timed call {s + 1} of {calls} (input set {s}): {msg}")
     if found and run.pending is None:
         run.pending = {"category": found[0], "message": found[1]}
+
 
 def after_timing(run: SizeRun, lent: list, priv: list, refill: Any) -> None:
     """Refill the timing sets (same memory, new values) and check every output: a cache keyed on
