@@ -107,9 +107,31 @@ evidence() {
   $KB overhead $R/selfcheck.json | tail -3
 }
 
+profile() {   # where a job's time goes: KB_DEV_MARKS timelines and the checkers' cProfile, a few items
+  w1_copies $R/w1
+  mkdir -p $R/marks $R/prof
+  log "self-check of three items with marks and profiles"
+  KB_DEV_MARKS=$R/marks KB_DEV_PROFILE=$R/prof timeout -k 10 -s INT 200 $PT $R/w1/collective/all_gather \
+    $R/w1/utility/sharded_rmsnorm $R/w1/fusion/gemm_allreduce --kb-candidate=reference --kb-keep-jobs \
+    --kb-report=$R/profile.json 2>&1 | tail -3
+  cp $R/profile.json "$OUT/" 2>/dev/null
+  tar czf "$OUT/profile-marks.tgz" -C $R marks prof profile 2>/dev/null
+  python3 bench/job_timeline.py $R > "$OUT/profile-timeline.txt" 2>&1
+  python3 - $R/prof > "$OUT/profile-pstats.txt" 2>&1 <<'PY'
+import pstats, sys, pathlib
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*.prof")):
+    print("====", f.name)
+    s = pstats.Stats(str(f)); s.sort_stats("cumulative").print_stats("pytest_kernelbench", 60)
+    s.sort_stats("tottime").print_stats(30)
+PY
+  tail -40 "$OUT/profile-timeline.txt"
+  python3 -m pytest_kernelbench.cli overhead $R/profile.json | tail -5
+}
+
 case "$what" in
   smoke) smoke ;;
+  profile) profile ;;
   evidence) evidence ;;
-  *) echo "usage: gpu_split.sh smoke | evidence"; exit 2 ;;
+  *) echo "usage: gpu_split.sh smoke | profile | evidence"; exit 2 ;;
 esac
 log done

@@ -1,6 +1,7 @@
 """Process lifetime of a job: ranks die with their parent, orphans come back to us (child
 subreaper), and a hunter finds every process of a job (its token in the environment, its
-sessions, its ancestry) and kills them until none is left."""
+sessions, its ancestry) and kills them until none is left. And, as a dev knob, when each process of
+a job reaches its steps (mark)."""
 from __future__ import annotations
 
 import ctypes
@@ -217,3 +218,19 @@ def parent_of(pid: int) -> int | None:
 def has_token(pid: int, token: str) -> bool:
     """Whether a process carries the job's token in its environment."""
     return _has_token(pid, f"KB_JOB_TOKEN={token}".encode())
+
+
+def mark(what: str) -> None:
+    """A dev knob: with KB_DEV_MARKS=<folder>, the launcher, each checker and each solver process
+    note when they reach the steps of a job (CLOCK_MONOTONIC: one clock for every process of the
+    host), for bench/job_timeline.py to put on one line. Off, the default, it costs one lookup. A
+    process that cannot write the folder (a sandboxed candidate) writes the line to its log."""
+    folder = os.environ.get("KB_DEV_MARKS")
+    if not folder:
+        return
+    line = f"KBMARK {os.getpid()} {time.monotonic():.6f} {what}\n"
+    try:
+        with open(os.path.join(folder, f"{os.getpid()}.marks"), "a") as f:
+            f.write(line)
+    except OSError:
+        sys.stderr.write(line)

@@ -63,3 +63,45 @@ def test_refill_copies_a_modules_tensors_in_place():
     ptr = lent.weight.data_ptr()
     compare.refill([lent], [fresh])
     assert lent.weight.data_ptr() == ptr and torch.equal(lent.weight, fresh.weight) and torch.equal(lent.bias, fresh.bias)
+
+
+def _full_rule(o: torch.Tensor, e: torch.Tensor, tol: dict) -> tuple[bool, float]:
+    """The comparison rule spelled out element by element (NaN where the reference has NaN, the
+    same infinity where it has one, else |o - e| <= atol + rtol |e|) and the largest finite error."""
+    wide = torch.complex128 if e.is_complex() else torch.float64
+    of, ef = o.to(wide), e.to(wide)
+    e_nan, o_nan, e_inf, o_inf = ef.isnan(), of.isnan(), ef.isinf(), of.isinf()
+    diff = (of - ef).abs()
+    bad = ((diff > tol["atol"] + tol["rtol"] * ef.abs()) & ~e_nan & ~e_inf) | (o_nan != e_nan) \
+        | ((o_inf | e_inf) & (of != ef))
+    finite = ~(e_nan | e_inf | o_nan | o_inf)
+    return bool(bad.any()), float(diff[finite].max()) if bool(finite.any()) else 0.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.complex64])
+def test_the_fast_path_of_values_decides_as_the_full_rule(dtype):
+    """values() first checks |o - e| <= bound in few passes and only then runs the full rule: on
+    every mix of close, far, NaN and infinite elements it decides as the full rule does."""
+    tol = {"atol": 1e-2, "rtol": 1e-2}
+    g = torch.Generator().manual_seed(0)
+    specials = [0.0, float("nan"), float("inf"), -float("inf")]
+    for case in range(300):
+        e = torch.randn(8, generator=g).to(dtype)
+        o = e.clone()
+        kind = case % 6
+        i = int(torch.randint(8, (1,), generator=g))
+        if kind == 1:
+            o[i] = o[i] + 0.5                                        # far
+        elif kind == 2:
+            o[i] = o[i] + 0.004                                      # close
+        elif kind in (3, 4, 5):
+            s_e, s_o = specials[case % 4], specials[(case // 4) % 4]
+            if kind != 5:
+                e[i] = s_e
+            if kind != 4:
+                o[i] = s_o if kind == 3 else s_e                     # both special; or the output only
+        msg, err = compare.values(o, e, tol)
+        bad, worst = _full_rule(o, e, tol)
+        assert (msg is not None) == bad, (case, o, e, msg)
+        if not bad:
+            assert err == pytest.approx(worst, rel=1e-3, abs=1e-6), (case, o, e)

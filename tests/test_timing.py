@@ -38,7 +38,7 @@ def _self_check(first_of_pair_penalty, unseen_data_penalty, rounds, flush=True):
     clocks = _VirtualClocks()
     state = {"key": None, "seen": set(), "round": 0}
 
-    def refill(key, calls):
+    def refill(key, calls, first):
         state["key"] = key
         state["round"] += 1
 
@@ -94,7 +94,7 @@ def _noisy_self_check(jitter, rounds, max_rounds, seed=1):
 
     spec = TimingSpec(rounds=rounds, warmup=1, round_s=1.0, max_iters=1, band_target=0.03, max_rounds=max_rounds)
     t = Timing(lambda v: v, lambda msg: None, spec)
-    measured = t.run("size x", {"reference": clocks.side(impl), "candidate": clocks.side(impl)}, lambda key, calls: None,
+    measured = t.run("size x", {"reference": clocks.side(impl), "candidate": clocks.side(impl)}, lambda key, calls, first: None,
                      lambda n: 1)
     timing = {name: summarize(measured["times"][name]) for name in ("reference", "candidate")}
     return measured, metrics.size_band(timing)
@@ -142,7 +142,7 @@ def test_no_window_holds_more_calls_than_the_memory_cap():
 
     spec = TimingSpec(rounds=6, warmup=5, round_s=100.0, max_iters=5000)
     Timing(lambda v: v, lambda msg: None, spec).run("size x", {"reference": side, "candidate": side},
-                                                    lambda key, calls: None, lambda name: 3)
+                                                    lambda key, calls, first: None, lambda name: 3)
     assert max(seen) == 3 and min(seen) >= 1, seen
 
 
@@ -164,7 +164,7 @@ def test_a_round_refills_once_and_runs_its_two_windows_back_to_back():
     spec = TimingSpec(rounds=6, warmup=5, round_s=0.05, max_iters=5000)
     Timing(lambda v: v, lambda msg: None, spec).run(
         "size x", {"reference": side("reference"), "candidate": side("candidate")},
-        lambda key, calls: log.append(("refill", calls)), lambda name: 1000,
+        lambda key, calls, first: log.append(("refill", calls, first)), lambda name: 1000,
         lambda: log.append(("checks", 0)), lambda calls: log.append(("prepare", calls)),
         lambda name: log.append(("before", name)))
     start = log.index(("prepare", 50))
@@ -172,7 +172,7 @@ def test_a_round_refills_once_and_runs_its_two_windows_back_to_back():
     assert len(rounds) == 6 * 6, rounds
     for r in range(6):
         refill, before1, first, before2, second, checks = rounds[6 * r:6 * r + 6]
-        assert refill == ("refill", 50) and checks == ("checks", 0), rounds
+        assert refill == ("refill", 50, first[0]) and checks == ("checks", 0), rounds
         assert {first[0], second[0]} == {"reference", "candidate"} and first[1] == second[1] == 50
         assert before1 == ("before", first[0]) and before2 == ("before", second[0])
     assert [rounds[6 * r + 2][0] for r in range(6)] == ["reference", "candidate"] * 3
@@ -180,7 +180,7 @@ def test_a_round_refills_once_and_runs_its_two_windows_back_to_back():
     start = log.index(("prepare", 50))
     for name in ("reference", "candidate"):      # warm-up and probes: each refilled first, checked after
         mine = [i for i, e in enumerate(log[:start]) if e[0] == name]
-        assert len(mine) == 3 and all(log[i - 1] == ("refill", log[i][1]) for i in mine), log[:start]
+        assert len(mine) == 3 and all(log[i - 1] == ("refill", log[i][1], None) for i in mine), log[:start]
         assert all(log[i + 1] == ("checks", 0) for i in mine), log[:start]
 
 
@@ -234,3 +234,30 @@ def test_inputs_written_by_the_candidate_are_caught_and_restored_before_the_refe
     lent[0][0][0] = -1.0                                 # an in-place reference changes its inputs
     assert slots.before("candidate", inplace=True)       # allowed, and undone for the candidate
     assert torch.equal(lent[0][0], pristine[0])
+
+
+def test_a_write_to_a_copied_slot_is_caught_and_restored_from_the_fresh_rows_kept():
+    # only the first `fresh` slots are kept (the rest are copies of them): a write to a copy is
+    # still seen, and every copy is restored from its fresh row
+    slots, lent = _slots(count=10, fresh=4)
+    assert slots.pristine[0].numel() == 4 * 8 * 4        # bytes of four slots, not ten
+    slots.refill("1", 10)
+    pristine = [x[0].clone() for x in lent]
+    assert slots.before("candidate", inplace=False)
+    lent[7][0][5] = -3.0
+    lent[9][0][0] = 7.0
+    assert not slots.before("reference", inplace=False)
+    assert all(torch.equal(x[0], p) for x, p in zip(lent, pristine))
+
+
+def test_a_round_keeps_a_pristine_copy_only_where_its_second_window_needs_one():
+    # the copy is what the second window is restored from: needed after a candidate's window, or
+    # after any window of an in-place problem; a reference-first round of another problem and a
+    # window alone skip it (it costs a pass over the fresh slots' memory)
+    slots, lent = _slots(count=6, fresh=6)
+    slots.refill("1", 6, keep=False)
+    assert slots.before("reference", inplace=False) and slots.before("candidate", inplace=False)
+    slots.refill("2", 6, keep=False)
+    slots.before("candidate", inplace=False)
+    with pytest.raises(AssertionError, match="no pristine copy"):
+        slots.before("reference", inplace=False)

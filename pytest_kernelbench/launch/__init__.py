@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..procs import Activity, ProcessHunter, become_subreaper
+from ..procs import Activity, ProcessHunter, become_subreaper, mark
 from ..protocol import ExitFacts, JobLayout, JobSpec
 from .base import Launcher, LaunchError, Ranks
 from .env import SAFE_ENV, job_env
@@ -147,6 +147,7 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     (job_dir / "tmp").mkdir(exist_ok=True)
     env["TMPDIR"] = str(job_dir / "tmp")
     t0 = time.monotonic()
+    mark("launch: start")
     ranks: Ranks | None = None
 
     def is_checker(pid: int) -> bool:     # who may have the key: a checker this launcher started
@@ -158,6 +159,7 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
         except LaunchError as e:
             facts.error, facts.wall_s = f"could not start the ranks: {e}", time.monotonic() - t0
             return facts
+        mark("launch: ranks started")
         ranks.hand_over({"key": key, "nonce": nonce})     # where checkers cannot reach the key service
         roots = ranks.roots()
         hunter = ProcessHunter(roots[0] if ranks.agent else roots, job.token, ignore=ranks.spared() or None)
@@ -172,6 +174,7 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     finally:
         keys.close()
     facts.wall_s = time.monotonic() - t0
+    mark("launch: ranks exited")
     facts.phases = read_phases(job_dir)
     if facts.timed_out:
         ranks.terminate()       # SIGTERM wherever the ranks run (once: their stacks go to their logs)
@@ -180,6 +183,7 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     else:
         facts.killed = hunter.kill_all(grace_s=0.0, terminate_root=False)   # strays a candidate left (children, daemons)
     facts.killed += ranks.finish()
+    mark("launch: strays killed")
     facts.returncode = ranks.returncode
     ranks.write_exits()
     facts.exits = ExitFacts.read(layout.exits)
@@ -187,6 +191,7 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     facts.truncated = sorted(truncated)
     facts.quarantine = job_dir / "quarantine"
     facts.tree_changed = _restore_trees(protected, tree_before, facts.quarantine)
+    mark("launch: end")
     return facts
 
 

@@ -37,6 +37,7 @@ from ..protocol import (
     StorePort,
     encode,
 )
+from ..procs import mark
 from . import memory
 from .channel import Channel, ChannelClosed, ControlPage
 
@@ -262,6 +263,7 @@ class CandidateProcess:
             elif isinstance(msg, Release):
                 self.release()
             elif isinstance(msg, Exit):
+                mark(f"{self.role}: exit asked")
                 return
 
 
@@ -311,7 +313,9 @@ def main(sock_fd: int, ctrl: ControlPage, log_fd: int, read_only: list[str], rea
         os.environ.update(env)             # home, temporary and cache folders inside its own scratch
         os.chdir(env.get("HOME", "/"))
         from .sandbox import harden, nondumpable
+        mark(f"{role}: forked")
         layers = harden(read_only, read_write)
+        mark(f"{role}: hardened")
         if role != "candidate":     # the reference process: out of a candidate's reach even without Landlock
             nondumpable()
         sys.path[:0] = [p for p in sys_path if p not in sys.path]
@@ -326,7 +330,9 @@ def main(sock_fd: int, ctrl: ControlPage, log_fd: int, read_only: list[str], rea
             except Exception:  # noqa: BLE001 - init() tries again and says why
                 pass
         try:
+            mark(f"{role}: context")
             msg, _ = chan.recv()
+            mark(f"{role}: init received")
             if not isinstance(msg, CandidateInit):
                 raise _Stop(Failure.RUNTIME_ERROR, "the checker sent no CandidateInit")
             try:
@@ -334,7 +340,9 @@ def main(sock_fd: int, ctrl: ControlPage, log_fd: int, read_only: list[str], rea
             except Exception as e:  # noqa: BLE001 - the group or the device did not come up
                 raise _Stop(Failure.RUNTIME_ERROR, f"joining the candidate group: {type(e).__name__}: {e}",
                             traceback.format_exc()) from None
+            mark(f"{role}: group")
             proc.import_candidate()
+            mark(f"{role}: imported")
         except _Stop as stop:
             chan.send(stop.failed)
             while not isinstance(chan.recv()[0], Exit):     # the checker ends the job

@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Any, NoReturn
 
+from ..procs import mark
 from ..protocol import CandidateInit, Failure, JobLayout, JobSpec, Outcome
 from . import exchange, sandbox, solvers
 from .envwatch import EnvWatch
@@ -91,6 +92,9 @@ class Checker:
 
     # ---- setup ---------------------------------------------------------------------------------------
     def setup(self) -> None:
+        """The checkers' store, then the solver processes told to join their groups and import
+        (they do so while this checker joins its own group and loads the harness), then the
+        checkers' group and the hidden harness and reference."""
         t0 = time.perf_counter()
         sandbox.nondumpable()
         from ..procs import become_subreaper
@@ -100,6 +104,10 @@ class Checker:
         import torch.distributed as dist
         self.torch = torch
         job = self.job
+        timeout = datetime.timedelta(seconds=float(job.pg_timeout_s))
+        self.store = self.open_store(timeout)
+        mark("checker: store")
+        self.start_solvers()
         if job.device == "cuda":
             torch.cuda.set_device(self.local_rank)
             self.device = torch.device("cuda", self.local_rank)
@@ -108,17 +116,10 @@ class Checker:
             torch.set_num_threads(1)
             self.device = torch.device("cpu")
             backend = "gloo"
-        timeout = datetime.timedelta(seconds=float(job.pg_timeout_s))
         kwargs: dict[str, Any] = {"device_id": self.device} if backend == "nccl" else {}
-        if self.step_io is not None:     # a Slurm step: rank 0's store, its address relayed by the launcher
-            from .steps import store
-            kwargs.update(store=store(self.step_io, self.rank, self.world, timeout, float(job.compile_timeout_s)),
-                          rank=self.rank, world_size=self.world)
-        elif os.environ.get("KB_RENDEZVOUS"):    # forked by the rank server: no torchrun store to join
-            kwargs.update(store=rendezvous_store(os.environ["KB_RENDEZVOUS"], self.rank, self.world, timeout),
-                          rank=self.rank, world_size=self.world)
-        dist.init_process_group(backend, timeout=timeout, **kwargs)
-        self.store = dist.distributed_c10d._get_default_store()
+        dist.init_process_group(backend, timeout=timeout, store=self.store, rank=self.rank, world_size=self.world,
+                                **kwargs)
+        mark("checker: group")
         self.dtype = getattr(torch, job.dtype)
         from . import memory
         assert self.link is not None
@@ -134,6 +135,20 @@ class Checker:
         self.shared_seed = _takes(getattr(self.harness, "inputs", None), "shared_seed")
         self.phases["init_s"] = time.perf_counter() - t0
 
+    def open_store(self, timeout: datetime.timedelta) -> Any:
+        """The checkers' TCPStore, before their process group (the solver processes meet through
+        it while the group forms): a Slurm step's (rank 0's, its address relayed by the launcher),
+        the rank server's (rank 0's, published in the job folder), or torchrun's (env://)."""
+        if self.step_io is not None:
+            from .steps import store as step_store
+            return step_store(self.step_io, self.rank, self.world, timeout, float(self.job.compile_timeout_s))
+        if os.environ.get("KB_RENDEZVOUS"):    # forked by the rank server: no torchrun store to join
+            return rendezvous_store(os.environ["KB_RENDEZVOUS"], self.rank, self.world, timeout)
+        from torch.distributed import rendezvous
+        env_store, _, _ = next(rendezvous("env://", rank=self.rank, world_size=self.world, timeout=timeout))
+        env_store.set_timeout(timeout)
+        return env_store
+
     def agree(self, obj: object) -> list:
         """Every checker's plain-data `obj`, signed with the job's key (the store is reachable by
         candidate processes; a forged entry is refused)."""
@@ -143,6 +158,8 @@ class Checker:
         return max(self.agree(float(x)))
 
     def barrier(self) -> None:
+        if self.world == 1:       # no peer to wait for (NCCL's barrier is a collective and a sync: ~1 ms)
+            return
         import torch.distributed as dist
         dist.barrier()
 
@@ -182,12 +199,14 @@ class Checker:
     def die(self, category: str, message: str, where: str, exc: BaseException | None = None) -> NoReturn:
         raise ItemFailed(category, message, where, exc)
 
-    def import_candidate(self) -> None:
+    def start_solvers(self) -> None:
+        """Both solver processes told to join their groups (rank 0's serve their stores, published
+        on the checkers' store) and import; the checker does not wait for them here."""
         assert self.link is not None
         job = self.job
-        self.files.heartbeat("import candidate")
         budget = float(job.compile_timeout_s) + 30
         self.isolation = self.link.ready()
+        mark("checker: candidate ready")
         init = CandidateInit(rank=self.rank, world=self.world, device=job.device, local_rank=self.local_rank,
                              store_port=0, pg_timeout_s=job.pg_timeout_s, setup_timeout_s=budget, forbid=list(job.forbid),
                              allow_multicast=job.allow_multicast, protected=list(job.protected),
@@ -211,13 +230,20 @@ class Checker:
                 host, port = self.store.get(ref_key).decode().split()
                 ref_init.store_host, ref_init.store_port = host, int(port)
             self.ref.init(ref_init, publish_port=lambda port: self.store.set(ref_key, f"{here} {port}"))
+
+    def import_candidate(self) -> None:
+        assert self.link is not None
+        self.files.heartbeat("import candidate")
+        budget = float(self.job.compile_timeout_s) + 30
         import_s = self.link.imported(budget)
+        mark("checker: candidate imported")
         self.phases["import_s"] = import_s
         if self.ref is not None:
             try:
                 self.ref.imported(budget)
             except ItemFailed as f:
                 raise ItemFailed(Failure.HARNESS_ERROR, f"the reference process: {f.message}", "reference", tb=f.tb) from None
+        mark("checker: reference imported")
         self.unsafe_check("importing the candidate")
         # ranks may compile for different times: meet on the store (no collective: its short
         # process-group timeout would fire while a peer still compiles)
@@ -289,15 +315,21 @@ class Checker:
 
     def run(self) -> None:
         from .sizes import SizeRun
+        mark("checker: start")
         self.start_candidate()
+        mark("checker: solvers forked")
         self.fetch_secret()
+        mark("checker: secret")
         self.setup()
+        mark("checker: setup done")
         self.import_candidate()
+        mark("checker: imported")
         done: list[dict] = []
         t0 = time.perf_counter()
         try:
             for size in self.job.size_order:
                 done.append(SizeRun(self, size).run())
+                mark(f"checker: size {size} done")
         except AgreedFailure as f:
             if f.record not in done:
                 done.append(f.record)
@@ -305,6 +337,7 @@ class Checker:
             return
         self.phases["sizes_s"] = time.perf_counter() - t0
         self.finish(done)
+        mark("checker: finished")
 
     def close(self) -> None:
         links = [link for link in (self.link, self.ref) if link is not None]
@@ -312,8 +345,10 @@ class Checker:
             link.ask_exit()
         for link in links:
             link.close()
+        mark("checker: solvers closed")
         if self.watch is not None:
             self.watch.stop()
+        mark("checker: closed")
 
 
 def rendezvous_store(path: str, rank: int, world: int, timeout: datetime.timedelta) -> Any:

@@ -13,6 +13,7 @@ them), so that PKB-comparable numbers can be read off a report.
 """
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -280,6 +281,15 @@ def _tensor_values(o: torch.Tensor, e: torch.Tensor, tol: dict, path: str, exact
     wide = torch.complex128 if e.dtype == torch.complex128 else torch.complex64 if e.is_complex() else \
         torch.float64 if e.dtype == torch.float64 else torch.float32
     of, ef = o.to(wide), e.to(wide)
+    # the common case first, in a third of the passes over memory (a timed window's checks run
+    # this per checked call): every element within its bound and the largest error finite (no
+    # NaN, no infinity on either side) is exactly when the full rule below finds nothing either
+    diff = (of - ef).abs() if of.is_complex() else (of - ef).abs_()
+    bound = ef.abs().mul_(tol["rtol"]).add_(tol["atol"])
+    all_ok, max_err = torch.stack([(diff <= bound).all().to(torch.float64), diff.max().to(torch.float64)]).tolist()
+    if all_ok and math.isfinite(max_err):
+        return None, max_err
+    del diff, bound
     e_nan, o_nan = torch.isnan(ef), torch.isnan(of)
     e_inf, o_inf = torch.isinf(ef), torch.isinf(of)
     diff = (of - ef).abs()

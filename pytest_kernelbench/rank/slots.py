@@ -44,12 +44,18 @@ class Slots:
         self.count = len(lent)
         self.fresh = max(1, min(fresh, self.count))
         self.priv: list[Any] = [held] * self.count
-        self.pristine = [torch.empty_like(arena.base[:arena.nbytes]) for arena, _ in layout]
+        # evenly spaced slots: later slots are copies of the first `fresh`, so only those are kept
+        self.pristine = [torch.empty_like(arena.base[:self.fresh * stride if stride else arena.nbytes])
+                         for arena, stride in layout]
         self.filled = 0           # slots filled by the last refill
+        self.fresh_filled = 1     # of which the harness made the first this many (the rest: copies)
+        self.kept = False         # whether it kept a pristine copy
         self.dirty: str | None = None   # the side that ran a window since the last refill
 
-    def refill(self, key: str, calls: int) -> None:
-        """Values no earlier round used in the first `calls` slots, and their pristine copy."""
+    def refill(self, key: str, calls: int, keep: bool = True) -> None:
+        """Values no earlier round used in the first `calls` slots; `keep`: and a pristine copy of
+        them, for before() to compare with and restore from (needed only where the round's second
+        window must be given what the first one could have changed)."""
         calls = max(1, min(calls, self.count))
         f = min(calls, self.fresh)
         for k in range(f):
@@ -60,11 +66,12 @@ class Slots:
             self.priv[k] = self.priv[k % f]
         if calls > f:
             self._copies(f, calls)
-        for (arena, stride), keep in zip(self.layout, self.pristine):
-            end = calls * stride if stride else arena.nbytes
-            keep[:end].copy_(arena.base[:end])
+        if keep:       # where slots are evenly spaced, the rest are copies of the first f: keep only those
+            for (arena, stride), copy in zip(self.layout, self.pristine):
+                end = f * stride if stride else arena.nbytes
+                copy[:end].copy_(arena.base[:end])
         self.sync()
-        self.filled, self.dirty = calls, None
+        self.filled, self.fresh_filled, self.kept, self.dirty = calls, f, keep, None
 
     def _copies(self, f: int, calls: int) -> None:
         strides = [stride for _, stride in self.layout]
@@ -79,6 +86,17 @@ class Slots:
             for k in range(f, calls):
                 compare.refill(self.lent[k], self.lent[k % f])
 
+    def _blocks(self, stride: int | None, nbytes: int) -> list[tuple[int, int, int]]:
+        """(start, end, length) byte ranges of the filled slots, each against the pristine copy's
+        first `length` bytes (evenly spaced: f slots at a time; else the whole arena at once)."""
+        if not stride:
+            return [(0, nbytes, nbytes)]
+        f, out = self.fresh_filled, []
+        for start in range(0, self.filled, f):
+            m = min(f, self.filled - start)
+            out.append((start * stride, (start + m) * stride, m * stride))
+        return out
+
     def before(self, side: str, inplace: bool) -> bool:
         """Before `side`'s window: restore the slots if the other side's window could have changed
         them, and empty the device cache (each window starts cold: whoever went second would
@@ -87,12 +105,13 @@ class Slots:
         first, self.dirty = self.dirty, side
         intact = True
         if first is not None and first != side and (first == "candidate" or inplace):
+            assert self.kept, "the round's refill kept no pristine copy to restore from"
             for (arena, stride), keep in zip(self.layout, self.pristine):
-                end = self.filled * stride if stride else arena.nbytes
-                if not inplace and intact:
-                    intact = bool(self.torch.equal(arena.base[:end], keep[:end]))
-                if inplace or not intact:
-                    arena.base[:end].copy_(keep[:end])
+                for start, end, n in self._blocks(stride, arena.nbytes):
+                    if not inplace and intact:
+                        intact = bool(self.torch.equal(arena.base[start:end], keep[:n]))
+                    if inplace or not intact:
+                        arena.base[start:end].copy_(keep[:n])
         if self.flush is not None:
             self.flush.zero_()
         self.sync()

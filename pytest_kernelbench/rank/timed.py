@@ -79,9 +79,11 @@ def time_size(run: SizeRun, expected: Any) -> None:
         state["slots"] = Slots(lent, run.lent_layout, min(count, job.timing.max_sets), probe,
                                lambda what: c.make_inputs(size, what), c.sync, run.torch, flush)
 
-    def refill(key: str, calls: int) -> None:
+    def refill(key: str, calls: int, first: str | None = None) -> None:
+        """`first`: the side whose window opens the round (None: a window alone). The second
+        window gets the slots restored where the first could have changed them."""
         t = time.perf_counter()
-        state["slots"].refill(key, calls)
+        state["slots"].refill(key, calls, keep=first == "candidate" or (first is not None and job.inplace))
         spent["refill"] += time.perf_counter() - t
 
     def prepare(calls: int) -> None:

@@ -41,12 +41,13 @@ class Timing:
         self.band_target = float(cfg.band_target)
         self.max_rounds = max(self.rounds, int(cfg.max_rounds))
 
-    def run(self, phase: str, sides: dict[str, Callable[[int, str], float]], refill: Callable[[str, int], None],
+    def run(self, phase: str, sides: dict[str, Callable[[int, str], float]], refill: Callable[[str, int, str | None], None],
             cap: Callable[[str], int], after_pair: Callable[[], None] | None = None,
             prepare: Callable[[int], None] | None = None, before: Callable[[str], None] | None = None) -> dict:
         """sides[name](calls, key) runs one window of `calls` calls and returns its seconds per call;
-        refill(key, calls) puts new values in the inputs of a window of `calls` calls (once per
-        round: both windows of a round run back to back on the same values); cap(name) is the most
+        refill(key, calls, first) puts new values in the inputs of a window of `calls` calls (once
+        per round: both windows of a round run back to back on the same values; `first`: the side
+        whose window comes first, None for a window alone); cap(name) is the most
         calls a window of that side may hold; after_pair() runs after each round and after each
         warm-up or probe window (the candidate's checks, kept out of the time between a round's
         windows);
@@ -57,7 +58,7 @@ class Timing:
         def window(name: str, calls: int, key: str, alone: bool = False) -> float:
             """One window; `alone` (warm-up, probes): with values of its own, checked at once."""
             if alone:       # no window sees values an earlier one saw (a round's two windows: the same)
-                refill(key, calls)
+                refill(key, calls, None)
             if before is not None:
                 before(name)
             took = sides[name](calls, key)
@@ -89,7 +90,7 @@ class Timing:
         r = 0
         while r < self.rounds or (adaptive and r < self.max_rounds and (r % 2 or not self.settled(times))):
             order = ("reference", "candidate") if r % 2 == 0 else ("candidate", "reference")
-            refill(f"{r}", n)
+            refill(f"{r}", n, order[0])
             for name in order:
                 key = f"{r}{name[0]}"
                 self.heartbeat(f"{phase}, timing round {r + 1}/{self.rounds if r < self.rounds else self.max_rounds}, {name}")
