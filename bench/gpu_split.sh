@@ -2,6 +2,8 @@
 # Issue 21 (and 23's primitives example) on ONE GPU: the checker / candidate-process split with
 # CUDA, NCCL at W = 1, symmetric memory and load_inline under the hardened candidate process.
 #   bash bench/gpu_split.sh smoke      a few items, small size, short timing: does the split run?
+#   bash bench/gpu_split.sh profile    three items with KB_DEV_MARKS timelines and the checkers' cProfile
+#   bash bench/gpu_split.sh selfcheck  the self-check alone (a repeat of evidence's first part)
 #   bash bench/gpu_split.sh evidence   the self-check of every W = 1-capable problem (W = 1 copies
 #                                      of references that run alone) at sizes >= 1 MiB, the harness
 #                                      cost per item, the shipped kernels, the primitives example
@@ -83,6 +85,16 @@ smoke() {
   keep_logs smoke
 }
 
+selfcheck() {   # the self-check alone, its spread and the harness cost per item (a repeat of evidence's first part)
+  w1_copies $R/w1
+  log "self-check of the W = 1 set (fork launcher)"
+  timeout -k 10 -s INT "${KB_RUN_S:-330}" $PT $R/w1 --kb-candidate=reference --kb-report=$R/selfcheck.json \
+    2>&1 | grep -E "^(FAILED|ERROR)|passed|failed" | cut -c1-300 | tail -5
+  cp $R/selfcheck.json "$OUT/" 2>/dev/null
+  python3 -m pytest_kernelbench.cli spread $R/selfcheck.json | tail -6
+  python3 -m pytest_kernelbench.cli overhead $R/selfcheck.json | tail -1
+}
+
 evidence() {
   w1_copies $R/w1
   log "self-check of the W = 1 set, sizes >= 1 MiB (fork launcher)"
@@ -131,7 +143,8 @@ PY
 case "$what" in
   smoke) smoke ;;
   profile) profile ;;
+  selfcheck) selfcheck ;;
   evidence) evidence ;;
-  *) echo "usage: gpu_split.sh smoke | profile | evidence"; exit 2 ;;
+  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence"; exit 2 ;;
 esac
 log done
