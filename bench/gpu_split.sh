@@ -85,22 +85,26 @@ smoke() {
   keep_logs smoke
 }
 
-selfcheck() {   # the self-check alone, its spread and the harness cost per item (a repeat of evidence's first part)
-  w1_copies $R/w1
-  log "self-check of the W = 1 set (fork launcher)"
-  timeout -k 10 -s INT "${KB_RUN_S:-330}" $PT $R/w1 --kb-candidate=reference --kb-report=$R/selfcheck.json \
-    2>&1 | grep -E "^(FAILED|ERROR)|passed|failed" | cut -c1-300 | tail -5
-  cp $R/selfcheck.json "$OUT/" 2>/dev/null
-  python3 -m pytest_kernelbench.cli spread $R/selfcheck.json | tail -6
-  python3 -m pytest_kernelbench.cli overhead $R/selfcheck.json | tail -1
-}
-
-evidence() {
+run_selfcheck() {   # the self-check of the W = 1 set into $R/selfcheck.json (and $OUT)
   w1_copies $R/w1
   log "self-check of the W = 1 set, sizes >= 1 MiB (fork launcher)"
   timeout -k 10 -s INT "${KB_RUN_S:-330}" $PT $R/w1 --kb-candidate=reference --kb-report=$R/selfcheck.json \
     2>&1 | grep -E "^(FAILED|ERROR)|passed|failed|error: |mismatch: |crash: |timeout: " | cut -c1-300 | tail -20
   cp $R/selfcheck.json "$OUT/" 2>/dev/null
+}
+
+selfcheck_tables() {
+  python3 -m pytest_kernelbench.cli spread $R/selfcheck.json | tail -12
+  python3 -m pytest_kernelbench.cli overhead $R/selfcheck.json | tail -3
+}
+
+selfcheck() {   # the self-check alone (a repeat of evidence's first part) and its tables
+  run_selfcheck
+  selfcheck_tables
+}
+
+evidence() {
+  run_selfcheck
   if [ -f bench/primitives_example.py ]; then
     log "primitives example (issue 23)"
     timeout -k 10 -s INT 90 python3 bench/primitives_example.py --out "$OUT" 2>&1 | tail -6
@@ -114,9 +118,7 @@ evidence() {
     --kb-report=$R/inline.json 2>&1 | tail -4
   cp $R/inline.json "$OUT/" 2>/dev/null
   log tables
-  KB="python3 -m pytest_kernelbench.cli"
-  $KB spread $R/selfcheck.json | tail -12
-  $KB overhead $R/selfcheck.json | tail -3
+  selfcheck_tables
 }
 
 profile() {   # where a job's time goes: KB_DEV_MARKS timelines and the checkers' cProfile, a few items

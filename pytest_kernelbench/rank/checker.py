@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 
 from ..procs import mark
 from ..protocol import CandidateInit, Failure, JobLayout, JobSpec, Outcome
-from . import exchange, sandbox, solvers
+from . import exchange, sandbox, solvers, stores
 from .envwatch import EnvWatch
 from .failures import AgreedFailure, ItemFailed
 from .files import JobFiles, load_module
@@ -105,7 +105,7 @@ class Checker:
         self.torch = torch
         job = self.job
         timeout = datetime.timedelta(seconds=float(job.pg_timeout_s))
-        self.store = self.open_store(timeout)
+        self.store = stores.open_store(self.rank, self.world, timeout, self.step_io, float(job.compile_timeout_s))
         mark("checker: store")
         self.start_solvers()
         if job.device == "cuda":
@@ -134,20 +134,6 @@ class Checker:
         self.reference = load_module(job.reference_path, f"_kb_r_{os.urandom(6).hex()}", register=False)
         self.shared_seed = _takes(getattr(self.harness, "inputs", None), "shared_seed")
         self.phases["init_s"] = time.perf_counter() - t0
-
-    def open_store(self, timeout: datetime.timedelta) -> Any:
-        """The checkers' TCPStore, before their process group (the solver processes meet through
-        it while the group forms): a Slurm step's (rank 0's, its address relayed by the launcher),
-        the rank server's (rank 0's, published in the job folder), or torchrun's (env://)."""
-        if self.step_io is not None:
-            from .steps import store as step_store
-            return step_store(self.step_io, self.rank, self.world, timeout, float(self.job.compile_timeout_s))
-        if os.environ.get("KB_RENDEZVOUS"):    # forked by the rank server: no torchrun store to join
-            return rendezvous_store(os.environ["KB_RENDEZVOUS"], self.rank, self.world, timeout)
-        from torch.distributed import rendezvous
-        env_store, _, _ = next(rendezvous("env://", rank=self.rank, world_size=self.world, timeout=timeout))
-        env_store.set_timeout(timeout)
-        return env_store
 
     def agree(self, obj: object) -> list:
         """Every checker's plain-data `obj`, signed with the job's key (the store is reachable by
@@ -206,7 +192,6 @@ class Checker:
         job = self.job
         budget = float(job.compile_timeout_s) + 30
         self.isolation = self.link.ready()
-        mark("checker: candidate ready")
         init = CandidateInit(rank=self.rank, world=self.world, device=job.device, local_rank=self.local_rank,
                              store_port=0, pg_timeout_s=job.pg_timeout_s, setup_timeout_s=budget, forbid=list(job.forbid),
                              allow_multicast=job.allow_multicast, protected=list(job.protected),
@@ -236,14 +221,12 @@ class Checker:
         self.files.heartbeat("import candidate")
         budget = float(self.job.compile_timeout_s) + 30
         import_s = self.link.imported(budget)
-        mark("checker: candidate imported")
         self.phases["import_s"] = import_s
         if self.ref is not None:
             try:
                 self.ref.imported(budget)
             except ItemFailed as f:
                 raise ItemFailed(Failure.HARNESS_ERROR, f"the reference process: {f.message}", "reference", tb=f.tb) from None
-        mark("checker: reference imported")
         self.unsafe_check("importing the candidate")
         # ranks may compile for different times: meet on the store (no collective: its short
         # process-group timeout would fire while a peer still compiles)
@@ -319,9 +302,7 @@ class Checker:
         self.start_candidate()
         mark("checker: solvers forked")
         self.fetch_secret()
-        mark("checker: secret")
         self.setup()
-        mark("checker: setup done")
         self.import_candidate()
         mark("checker: imported")
         done: list[dict] = []
@@ -349,30 +330,6 @@ class Checker:
         if self.watch is not None:
             self.watch.stop()
         mark("checker: closed")
-
-
-def rendezvous_store(path: str, rank: int, world: int, timeout: datetime.timedelta) -> Any:
-    """Rank 0 serves a TCPStore on a port the OS picks (no race for a free port) and publishes it
-    in `path`; the other ranks wait for the file and join."""
-    from torch.distributed import TCPStore
-    if rank == 0:
-        store = TCPStore("127.0.0.1", 0, world, True, timeout=timeout, wait_for_workers=False)
-        tmp = f"{path}.tmp"
-        with open(tmp, "w") as f:
-            f.write(str(store.port))
-        os.replace(tmp, path)
-        return store
-    end = time.monotonic() + timeout.total_seconds()
-    while True:
-        try:
-            with open(path) as f:
-                port = int(f.read())
-            break
-        except (OSError, ValueError):
-            if time.monotonic() > end:
-                raise TimeoutError(f"rank 0 did not publish its store within {timeout.total_seconds():.0f} s") from None
-            time.sleep(0.005)
-    return TCPStore("127.0.0.1", port, world, False, timeout=timeout)
 
 
 def _takes(fn: Any, name: str) -> bool:
