@@ -209,7 +209,7 @@ class JobLayout:
     the two corners a candidate process may reach (everything else is out of its sandbox).
 
         job.json            the JobSpec (launcher)
-        hb/rank<R>          "<unix time> <phase>", replaced atomically (heartbeat, by the checker)
+        hb/rank<R>          "<unix time> <phase>" (heartbeat, by the checker; heartbeat_record)
         hb/pids<R>          "<checker pid> <candidate pid>" (what the launcher watches for compiles)
         logs/rank<R>.log    the candidate process's stdout+stderr (its prints, its stack when stopped)
         logs/checker<R>.log the checker's own; logs/torchrun.log torchrun's (a launcher's own log)
@@ -337,6 +337,29 @@ def atomic_write(path: str | os.PathLike[str], text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+HEARTBEAT_BYTES = 1024
+
+
+def heartbeat_record(seq: int, stamp: float, phase: str) -> bytes:
+    """A heartbeat as the checker writes it, over the last in place (one pwrite: a rename per beat
+    cost ~0.5 ms, and a timed round writes three): fixed length, the sequence number at both ends,
+    so a reader that caught a write halfway sees them differ (heartbeat_text)."""
+    text = f"{seq}\t{stamp:.3f} {phase.replace(chr(9), ' ')[:HEARTBEAT_BYTES - 64]}\t{seq}\n"
+    return text.encode(errors="replace")[:HEARTBEAT_BYTES - 1].ljust(HEARTBEAT_BYTES, b" ")
+
+
+def heartbeat_text(data: bytes) -> str | None:
+    """"<unix time> <phase>" of a heartbeat file; None for a record caught halfway through a write.
+    A plain "<unix time> <phase>" file (no sequence numbers) is taken as it is."""
+    text = data.decode(errors="replace").strip()
+    parts = text.split("\t")
+    if len(parts) == 1:
+        return text
+    if len(parts) != 3 or parts[0] != parts[2]:
+        return None
+    return parts[1]
 
 
 def child_pythonpath(env: Mapping[str, str] | None = None) -> str:

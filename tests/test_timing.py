@@ -261,3 +261,63 @@ def test_a_round_keeps_a_pristine_copy_only_where_its_second_window_needs_one():
     slots.before("candidate", inplace=False)
     with pytest.raises(AssertionError, match="no pristine copy"):
         slots.before("reference", inplace=False)
+
+
+class _Died(Exception):
+    pass
+
+
+def _checked_window_run(monkeypatch, reads: list, ref_s: float):
+    """A timed window's check on stubs: what the checker read of the outputs at each read, and a
+    reference that takes `ref_s` a call; returns the run and the order of events."""
+    from types import SimpleNamespace
+
+    from pytest_kernelbench.rank import sizes, timed
+    events: list = []
+    run = sizes.SizeRun.__new__(sizes.SizeRun)
+    run.cuda, run.size, run.pending, run.verdict_now = True, "small", None, None
+    run.job = SimpleNamespace(inplace=False, tolerance={"atol": 0, "rtol": 0})
+
+    def call_reference(args, phase, beat=True):
+        events.append("reference")
+        import time
+        end = time.perf_counter() + ref_s      # busy: time.sleep is the stub below
+        while time.perf_counter() < end:
+            pass
+        return args[0] * 2
+
+    def die(category, message, where, exc=None):
+        raise _Died(category, message)
+    run.c = SimpleNamespace(key="k", call_reference=call_reference, harness=None, die=die)
+
+    def read(window, indices):
+        events.append("read")
+        return {i: reads.pop(0) for i in indices}
+    run.link = SimpleNamespace(read=read)
+    run.inspect = lambda window, idx, phase, first, settle=True: (events.append(f"inspect settle={settle}"),
+                                                                read(window, idx))[1]
+    monkeypatch.setattr(timed, "SETTLED_EVERY", 1)       # this window is the one let settle
+    sleeps: list = []
+    monkeypatch.setattr(sizes.time, "sleep", lambda s: (sleeps.append(s), events.append("sleep")))
+    window = SimpleNamespace(calls=1, seconds=0.02)
+    x = torch.ones(4)
+    return run, window, x, events, sleeps, timed
+
+
+def test_the_settle_of_a_timed_window_overlaps_its_reference_checks_and_still_catches_late_work(monkeypatch):
+    good = torch.full((4,), 2.0)
+    # the reference calls take twice the settle (0.25 x 20 ms; the checker's work counts half): no
+    # sleep, and the second read comes after them
+    run, window, x, events, sleeps, timed = _checked_window_run(monkeypatch, [good.clone(), good.clone()], 0.012)
+    timed.check_window(run, window, "r1", [(x,)], [(x,)], "size small")
+    assert events == ["inspect settle=False", "read", "reference", "read"] and not sleeps
+    assert run.pending is None
+    # a quick reference: the checker sleeps only what remains of the settle
+    run, window, x, events, sleeps, timed = _checked_window_run(monkeypatch, [good.clone(), good.clone()], 0.0)
+    timed.check_window(run, window, "r1", [(x,)], [(x,)], "size small")
+    assert events[-2:] == ["sleep", "read"] and 0 < sleeps[0] <= 0.005
+    # work deferred past "done" changes the output between the two reads: the item fails
+    run, window, x, events, sleeps, timed = _checked_window_run(monkeypatch, [good.clone(), good + 1], 0.012)
+    with pytest.raises(_Died) as died:
+        timed.check_window(run, window, "r1", [(x,)], [(x,)], "size small")
+    assert died.value.args[0] == "runtime_error" and "changed after solution() returned" in died.value.args[1]

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..protocol import SETUP_MARK, JobLayout
+from ..protocol import SETUP_MARK, JobLayout, heartbeat_text
+
+
+def _beat(f: Path) -> str | None:
+    """A heartbeat file's "<unix time> <phase>"; read again while a write was caught halfway."""
+    for _ in range(20):
+        try:
+            text = heartbeat_text(f.read_bytes())
+        except OSError:      # removed between the listing and the read
+            return None
+        if text is not None:
+            return text
+    return None
 
 
 def read_heartbeats(job_dir: Path) -> dict[int, tuple[float, str]]:
@@ -12,9 +24,8 @@ def read_heartbeats(job_dir: Path) -> dict[int, tuple[float, str]]:
     beats = {}
     for f in sorted(JobLayout(job_dir).hb.glob("rank*")):
         if f.name[4:].isdigit():
-            try:
-                text = f.read_text(errors="replace").strip()
-            except OSError:      # replaced or removed between the listing and the read
+            text = _beat(f)
+            if text is None:
                 continue
             stamp, _, phase = text.partition(" ")
             try:
@@ -29,9 +40,8 @@ def read_phases(job_dir: Path) -> dict[int, str]:
     phases = {}
     for f in sorted(JobLayout(job_dir).hb.glob("rank*")):
         if f.name[4:].isdigit():
-            try:
-                text = f.read_text(errors="replace").strip()
-            except OSError:
+            text = _beat(f)
+            if text is None:
                 continue
             phases[int(f.name[4:])] = text.split(" ", 1)[1] if " " in text else text
     return phases

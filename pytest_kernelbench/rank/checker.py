@@ -53,6 +53,7 @@ class Checker:
         self.driver: Any = None
         self.arenas: dict[int, Any] = {}
         self.isolation: list[str] = []
+        self._gen: Any = None
 
     # ---- before anything secret: the candidate process and the reference process ------------------
     def start_candidate(self) -> None:
@@ -264,7 +265,9 @@ class Checker:
         return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") & ((1 << 63) - 1)
 
     def make_inputs(self, size: str, what: str) -> Any:
-        gen = self.torch.Generator(device=self.device)
+        gen = self._gen
+        if gen is None:     # one generator, reseeded per set (a timed round makes up to 64 sets)
+            gen = self._gen = self.torch.Generator(device=self.device)
         gen.manual_seed(self.seed(size, what))
         extra = {"shared_seed": self.seed(size, what, rank="all")} if self.shared_seed else {}
         try:

@@ -113,9 +113,10 @@ def adopt(dst: Any, src: Any) -> Any:
     return dst
 
 
-def refill(dst: Any, src: Any, where: str = "inputs"):
+def refill(dst: Any, src: Any, where: str = "inputs", into: list | None = None):
     """Copy fresh values into existing tensors (same pointers, new data; a sparse tensor part by
-    part, so its indices and values keep their storage too)."""
+    part, so its indices and values keep their storage too). `into`: the dense copies are only
+    listed there, as (dst, src), for copy_all to make in one call."""
     if isinstance(dst, torch.Tensor):
         same = isinstance(src, torch.Tensor) and src.shape == dst.shape and src.dtype == dst.dtype \
             and src.layout == dst.layout
@@ -126,7 +127,10 @@ def refill(dst: Any, src: Any, where: str = "inputs"):
             raise RuntimeError(f"harness.inputs() must return the same shapes for a size and rank; {where} changed "
                                f"from {_describe(dst)} to {_describe(src)}")
         if dst.layout == torch.strided:
-            dst.copy_(src)
+            if into is None:
+                dst.copy_(src)
+            else:
+                into.append((dst, src))
             return
         for d, s in zip(parts(dst), parts(src)):
             d.copy_(s)
@@ -134,13 +138,26 @@ def refill(dst: Any, src: Any, where: str = "inputs"):
             dst._coalesced_(src.is_coalesced())
     elif isinstance(dst, (tuple, list)):
         for i, (d, s) in enumerate(zip(dst, src)):
-            refill(d, s, f"{where}[{i}]")
+            refill(d, s, f"{where}[{i}]", into)
     elif isinstance(dst, torch.nn.Module) and isinstance(src, torch.nn.Module):     # lent with its tensors
         theirs = src.state_dict(keep_vars=True)
         for name, d in dst.state_dict(keep_vars=True).items():
             if isinstance(d, torch.Tensor) and name in theirs:
                 with torch.no_grad():
                     refill(d, theirs[name].detach(), f"{where}.{name}")
+
+
+def copy_all(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """The copies refill(into=...) listed, in one call (a timed round refills up to 64 sets, some of
+    a hundred tensors each: one launch from Python per tensor was most of a round's own cost)."""
+    if not pairs:
+        return
+    dst, src = zip(*pairs)
+    try:
+        torch._foreach_copy_(list(dst), list(src))
+    except (RuntimeError, AttributeError):      # whatever foreach refuses goes tensor by tensor
+        for d, s in pairs:
+            d.copy_(s)
 
 
 def _describe(t: object) -> str:

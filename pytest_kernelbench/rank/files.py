@@ -10,7 +10,7 @@ import sys
 import time
 import traceback
 
-from ..protocol import JobLayout, atomic_write, done_mark
+from ..protocol import JobLayout, atomic_write, done_mark, heartbeat_record
 
 
 class JobFiles:
@@ -23,9 +23,13 @@ class JobFiles:
         self.result_bytes = b""
         for sub in self.layout.subdirs():
             sub.mkdir(parents=True, exist_ok=True)
+        self.beats, self._hb = 0, -1
 
     def heartbeat(self, phase: str):
-        atomic_write(self.layout.heartbeat(self.rank), f"{time.time():.3f} {phase}\n")
+        if self._hb < 0:
+            self._hb = os.open(self.layout.heartbeat(self.rank), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self.beats += 1
+        os.pwrite(self._hb, heartbeat_record(self.beats, time.time(), phase), 0)
 
     def pids(self, checker: int, candidate: int, reference: int = 0):
         atomic_write(self.layout.pids(self.rank), f"{checker} {candidate} {reference}\n")

@@ -148,18 +148,30 @@ class SizeRun:
         except memory.MemoryError_ as e:
             self.verdict_now = self.verdict_now or (Failure.MISMATCH, f"{e} (return fresh tensors, allocated in the call)")
             return {}
-        if not settle:
-            return outs
-        if self.cuda:     # long enough for a side stream's work left behind (microseconds to a few ms)
-            time.sleep(min(0.02, max(0.002, 0.25 * window.seconds)))
+        if settle:
+            self.settled(window, indices, outs, phase)
+        return outs
+
+    def settled(self, window: Window, indices: list[int], outs: dict[int, Any], phase: str,
+                since: float | None = None) -> None:
+        """The outputs read again after a settle, long enough for a side stream's work left behind
+        (microseconds to a few ms): any change fails the item. `since`: when the first read was
+        made; the checker's own work since counts half (it shared the GPU with what was left)."""
+        if not outs:
+            return
+        if self.cuda:
+            wait = min(0.02, max(0.002, 0.25 * window.seconds))
+            if since is not None:
+                wait -= 0.5 * (time.perf_counter() - since)
+            if wait > 0:
+                time.sleep(wait)
         again = self.link.read(window, indices)
         for i in indices:
             late = compare.differs(again[i], outs[i])
             if late:
-                c.die(Failure.RUNTIME_ERROR, f"{phase}: {late} changed after solution() returned (work still running "
-                      "on a thread or on a stream the current stream does not wait for); all work must finish "
-                      "inside the call", "candidate")
-        return outs
+                self.c.die(Failure.RUNTIME_ERROR, f"{phase}: {late} changed after solution() returned (work still "
+                           "running on a thread or on a stream the current stream does not wait for); all work must "
+                           "finish inside the call", "candidate")
 
     def inputs_after(self, window: Window, k: int, lent: Any) -> Any:
         """An in-place call's result: its input set as the candidate left it (an element of a list

@@ -58,10 +58,12 @@ class Slots:
         window must be given what the first one could have changed)."""
         calls = max(1, min(calls, self.count))
         f = min(calls, self.fresh)
+        pairs: list = []
         for k in range(f):
             new = self.make(f"round{key}set{k}")
-            compare.refill(self.lent[k], new)
+            compare.refill(self.lent[k], new, into=pairs)
             self.priv[k] = compare.adopt(self.priv[k], new)
+        compare.copy_all(pairs)
         for k in range(f, calls):
             self.priv[k] = self.priv[k % f]
         if calls > f:
@@ -83,8 +85,10 @@ class Slots:
                     m = min(f, calls - start)
                     rows[start:start + m].copy_(rows[:m])
         else:
+            pairs: list = []
             for k in range(f, calls):
-                compare.refill(self.lent[k], self.lent[k % f])
+                compare.refill(self.lent[k], self.lent[k % f], into=pairs)
+            compare.copy_all(pairs)
 
     def _blocks(self, stride: int | None, nbytes: int) -> list[tuple[int, int, int]]:
         """(start, end, length) byte ranges of the filled slots, each against the pristine copy's
