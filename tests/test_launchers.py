@@ -178,3 +178,19 @@ def test_a_new_launcher_is_one_new_file(tmp_path, monkeypatch):
         assert registry.known() == "fork, mpirun, slurm or torchrun"
     finally:
         registry.builtin.cache_clear()
+
+
+@pytest.mark.parametrize("returncode, expected", [(0, {0: 0, 1: 0}), (1, {0: -signal.SIGKILL, 1: 9})])
+def test_a_task_srun_did_not_name_ended_0_only_in_a_step_that_succeeded(tmp_path, returncode, expected):
+    """srun names a task only when it failed; under load it may leave out the tasks it then stopped
+    (--kill-on-bad-exit). In a failed step those count as stopped, not as having ended well."""
+    import threading
+    layout = JobLayout(tmp_path)
+    layout.logs.mkdir(parents=True)
+    ranks = SlurmRanks.__new__(SlurmRanks)
+    ranks.nproc, ranks.layout, ranks.returncode, ranks.step = 2, layout, returncode, "7.0"
+    ranks.failed, ranks.order = ({1: 9}, [1]) if returncode else ({}, [])
+    ranks.hosts, ranks._lock, ranks._log = {0: "n1", 1: "n2"}, threading.Lock(), open(layout.logs / "srun.log", "ab")
+    ranks.write_exits()
+    facts = ExitFacts.read(layout.exits)
+    assert facts is not None and facts.exits == expected and facts.root_cause == (1 if returncode else None)

@@ -197,7 +197,10 @@ class SlurmRanks:
     def write_exits(self) -> None:
         with self._lock:
             failed, order = dict(self.failed), list(self.order)
-        exits = {r: failed.get(r, 0) for r in range(self.nproc)}   # a task srun did not name ended 0
+        # a task srun did not name ended 0 in a step that succeeded; in one that failed it was stopped
+        # with the step (--kill-on-bad-exit: srun names such tasks, or under load leaves them out)
+        unnamed = 0 if self.returncode == 0 else -signal.SIGKILL
+        exits = {r: failed.get(r, unnamed) for r in range(self.nproc)}
         # the root cause: the first task that exited with a code of its own (the others were then
         # stopped by --kill-on-bad-exit), else the first reported at all
         root = next((r for r in order if failed[r] > 0), order[0] if order else None)
