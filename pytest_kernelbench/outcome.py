@@ -345,6 +345,9 @@ def _blamed(states: dict, stopped: list[int]) -> list[int]:
     """Among the ranks that were stopped, those that stopped progressing in candidate code (the
     earliest heartbeat's phase when they differ); [] when that cannot be told."""
     inside = [r for r in stopped if _in_candidate(states[r])]
+    dumped = [r for r in inside if states[r]["at"]]
+    if dumped:      # a stack dump is the better witness: a rank whose dump went missing (a loaded machine,
+        inside = dumped     # a SIGKILL before it was written) is told by its phase only where none has one
     if not inside:
         return []
     first = min(inside, key=lambda r: states[r]["t"])

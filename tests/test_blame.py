@@ -302,6 +302,12 @@ def test_deadline_uses_the_stack_dumps_when_phases_are_alike(tmp_path):
     assert msg.startswith(f'rank 0 stopped progressing in "{phase}", at solution.py line 4 in solution(): '
                           "time.sleep(100)"), msg
     assert "rank 1: " in msg and "line 5 in solution(): dist.barrier(), waiting in torch.distributed" in msg, msg
+    # rank 1's dump went missing (stopped before it was written): rank 0's dump still names rank 0 alone
+    job2 = _job(tmp_path / "b", {0: (12, phase), 1: (12, phase)}, logs={0: _dump((str(cand), 4, "solution"), harness),
+                                                                       1: "no dump\n"})
+    msg2 = outcome.deadline_message("budget spent", job2, outcome.read_phases(job2), str(cand))
+    assert msg2.startswith(f'rank 0 stopped progressing in "{phase}", at solution.py line 4'), msg2
+    assert f"rank 1: {phase}" in msg2, msg2
     # in a log excerpt the harness's frames of the dump are folded away
     tail = outcome.logs_tail(job)
     assert "pytest_kernelbench" not in tail and "[1 harness frame]" in tail and "distributed_c10d.py" in tail
