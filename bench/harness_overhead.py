@@ -40,7 +40,7 @@ def main() -> None:
         subprocess.run(cmd, cwd=REPO, check=False)
         doc = json.loads(report.read_text())
         results[launcher] = (overhead.medians(doc), len(overhead.rows(doc)), time.monotonic() - t0, report)
-    names = ("wall_s", "launch_s", "setup_s", "correctness_s", "timing_s", "timed_s", "overhead_s")
+    names = overhead.NAMES
     print("\n| launcher | items | run s | " + " | ".join(f"median {n}" for n in names) + " | report |")
     print("|" + "---|" * (len(names) + 4))
     for launcher, (med, n, run_s, report) in results.items():

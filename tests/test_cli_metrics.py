@@ -86,6 +86,13 @@ def test_overhead_table_ends_with_the_median_of_each_phase():
     assert med["launch_s"] == pytest.approx(1.4)            # wall - setup - sizes: 1.4, 1.4, 1.7
     assert overhead.table(doc)[-1].startswith("| **median of 3** | | 4.00 |")
     assert overhead.medians({"items": []}) is None
+    # timed rounds and the harness's own cost per round: what the rounds spent beyond their windows
+    timing = {"reference": {"rounds_s": [1e-3, 1e-3], "iters": 10}, "candidate": {"rounds_s": [1e-3, 1e-3], "iters": 10},
+              "spent_s": {"refill": 0.02, "checks": 0.01, "reference": 0.025, "candidate": 0.025}}
+    doc["items"][0]["sizes"][0]["timing"] = timing       # 2 rounds: (0.02 + 0.01 + 0.05 - 0.04) s / 2
+    r = overhead.rows(doc)[0]
+    assert r[9] == 2 and r[10] == pytest.approx(20.0)
+    assert overhead.table(doc)[2].endswith("| 2 | 20.0 |")
 
 
 # ---- issue 24: unscored problems and families of variants ----------------------------------------

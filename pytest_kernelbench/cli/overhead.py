@@ -3,8 +3,9 @@
     kernelbench overhead REPORT.json [--md OUT.md]
 
 Per item: wall, launch (torchrun + interpreter + torch import, i.e. wall minus what the ranks
-measured), setup (process group, harness, candidate import/compile), correctness, timing, and the
-overhead (wall minus the timed GPU work).
+measured), setup (process group, harness, candidate import/compile), correctness, timing, the
+overhead (wall minus the timed GPU work), the timed rounds and the harness's own cost per round
+(the overhead grows with the rounds the machine's noise asks for; the cost per round is the harness's).
 """
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ import statistics
 from ..protocol import Outcome
 
 HEADER = ("| problem | W | wall s | launch s | setup s | correctness s | timing s | timed GPU work s | "
-          "overhead s |")
+          "overhead s | rounds | own ms per round |")
+NAMES = ("wall_s", "launch_s", "setup_s", "correctness_s", "timing_s", "timed_s", "overhead_s", "rounds",
+         "own_ms_per_round")
 
 
 def rows(doc: dict) -> list[tuple]:
@@ -27,8 +30,27 @@ def rows(doc: dict) -> list[tuple]:
         timing = sum(s.get("timing_s") or 0 for s in it["sizes"])
         launch = it["wall_s"] - setup - (ph.get("sizes_s") or corr + timing)
         out.append((it["problem"], it["world_size"], it["wall_s"], launch, setup, corr, timing, it.get("timed_s") or 0,
-                    it.get("overhead_s") or 0))
+                    it.get("overhead_s") or 0, *_rounds(it["sizes"])))
     return out
+
+
+def _rounds(sizes: list[dict]) -> tuple[int, float]:
+    """The item's timed rounds, and the harness's own milliseconds per round: fresh inputs and
+    restores, the checks of timed calls, and each window's time outside its timed part. Adaptive
+    rounds follow the machine's noise; this cost per round does not."""
+    rounds, own = 0, 0.0
+    for s in sizes:
+        t = s.get("timing") or {}
+        spent, ref, cand = t.get("spent_s") or {}, t.get("reference") or {}, t.get("candidate") or {}
+        n = len(ref.get("rounds_s") or [])
+        if not n or not spent:
+            continue
+        windows = (sum(ref["rounds_s"]) * (ref.get("iters") or 0) + sum(cand.get("rounds_s") or []) *
+                   (cand.get("iters") or 0))
+        rounds += n
+        own += spent.get("refill", 0) + spent.get("checks", 0) + spent.get("reference", 0) + \
+            spent.get("candidate", 0) - windows
+    return rounds, (1e3 * own / rounds if rounds else 0.0)
 
 
 def medians(doc: dict) -> dict[str, float] | None:
@@ -36,15 +58,18 @@ def medians(doc: dict) -> dict[str, float] | None:
     found = rows(doc)
     if not found:
         return None
-    names = ("wall_s", "launch_s", "setup_s", "correctness_s", "timing_s", "timed_s", "overhead_s")
-    return {n: statistics.median(r[2 + i] for r in found) for i, n in enumerate(names)}
+    return {n: statistics.median(r[2 + i] for r in found) for i, n in enumerate(NAMES)}
 
 
 def table(doc: dict) -> list[str]:
-    lines = [HEADER, "|" + "---|" * 9]
+    lines = [HEADER, "|" + "---|" * 11]
     for r in rows(doc):
-        lines.append(f"| {r[0]} | {r[1]} | " + " | ".join(f"{x:.2f}" for x in r[2:]) + " |")
+        lines.append(f"| {r[0]} | {r[1]} | " + " | ".join(_cell(n, x) for n, x in zip(NAMES, r[2:])) + " |")
     med = medians(doc)
     if med:
-        lines.append(f"| **median of {len(rows(doc))}** | | " + " | ".join(f"{v:.2f}" for v in med.values()) + " |")
+        lines.append(f"| **median of {len(rows(doc))}** | | " + " | ".join(_cell(n, v) for n, v in med.items()) + " |")
     return lines
+
+
+def _cell(name: str, x: float) -> str:
+    return f"{x:.0f}" if name == "rounds" else f"{x:.1f}" if name == "own_ms_per_round" else f"{x:.2f}"
