@@ -4,6 +4,10 @@
 #   bash bench/gpu_split.sh smoke      a few items, small size, short timing: does the split run?
 #   bash bench/gpu_split.sh profile    three items with KB_DEV_MARKS timelines and the checkers' cProfile
 #   bash bench/gpu_split.sh selfcheck  the self-check alone (a repeat of evidence's first part)
+#   bash bench/gpu_split.sh late       work on a side stream the caller's stream never waits for, at W = 1:
+#                                      timed (the candidate process synchronizes the whole device before
+#                                      "done") or failed, never free; a late write after the trials fails;
+#                                      a joined control passes
 #   bash bench/gpu_split.sh evidence   the self-check of every W = 1-capable problem (W = 1 copies
 #                                      of references that run alone) at sizes >= 1 MiB, the harness
 #                                      cost per item, the shipped kernels, the primitives example
@@ -142,11 +146,59 @@ PY
   python3 -m pytest_kernelbench.cli overhead $R/profile.json | tail -5
 }
 
+late_candidates() {   # late_candidates DIR: three all_reduce candidates at W = 1 (the sum over one rank is x)
+  for name in unjoined late_zero joined; do mkdir -p "$1/$name/collective"; done
+  cat > "$1/unjoined/collective/all_reduce.py" <<'PY'
+import torch
+_side = []
+def solution(x):                        # the copy runs on a side stream the caller's stream never waits for
+    if not _side:
+        _side.append(torch.cuda.Stream())
+    out = torch.empty_like(x)
+    _side[0].wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(_side[0]):
+        torch.cuda._sleep(20_000_000)
+        out.copy_(x)
+    return out
+PY
+  cat > "$1/late_zero/collective/all_reduce.py" <<'PY'
+import torch
+_side, _calls = [], [0]
+def solution(x):                        # right at "done", then zeroed by work left behind (after the trials)
+    if not _side:
+        _side.append(torch.cuda.Stream())
+    _calls[0] += 1
+    out = x.clone()
+    if _calls[0] > 8:
+        _side[0].wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(_side[0]):
+            torch.cuda._sleep(2_000_000)
+            out.zero_()
+    return out
+PY
+  sed -e 's/# the copy runs on a side stream the caller.s stream never waits for/# joined: correct/' \
+      -e 's/^    return out$/    torch.cuda.current_stream().wait_stream(_side[0]); out.record_stream(torch.cuda.current_stream()); return out/' \
+      "$1/unjoined/collective/all_reduce.py" > "$1/joined/collective/all_reduce.py"
+}
+
+late() {
+  w1_copy $R/late/w1 collective/all_reduce
+  late_candidates $R/late
+  for name in joined unjoined late_zero; do
+    log "late work: $name"
+    rm -f $R/late-$name.json*
+    timeout -k 10 -s INT 150 $PT $R/late/w1 --kb-solutions=$R/late/$name --kb-sizes=small,medium \
+      --kb-report=$R/late-$name.json 2>&1 | grep -E "passed|failed|mismatch|runtime_error" | cut -c1-400 | tail -3
+    cp $R/late-$name.json "$OUT/" 2>/dev/null
+  done
+}
+
 case "$what" in
+  late) late ;;
   smoke) smoke ;;
   profile) profile ;;
   selfcheck) selfcheck ;;
   evidence) evidence ;;
-  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence"; exit 2 ;;
+  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late"; exit 2 ;;
 esac
 log done
