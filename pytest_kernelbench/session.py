@@ -294,8 +294,7 @@ class KBSession:
             record.score = metrics.item_score(sizes)
             # a CPU item has no band key: verdict() sees None, as record.get("band") gave
             record.verdict = metrics.verdict(record.score, record.band)
-        timed = sum(t * tm.get("iters", 0) for s in sizes for tm in (s.get("timing") or {}).values()
-                    if isinstance(tm, dict) for t in tm.get("rounds_s", []))
+        timed = sum(metrics.timed_seconds(s) for s in sizes)
         record.timed_s = timed
         record.overhead_s = max(0.0, outcome.wall_s - timed)
 

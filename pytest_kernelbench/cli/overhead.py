@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 
+from ..metrics import timed_seconds
 from ..protocol import Outcome
 
 HEADER = ("| problem | W | wall s | launch s | setup s | correctness s | timing s | timed GPU work s | "
@@ -41,15 +42,12 @@ def _rounds(sizes: list[dict]) -> tuple[int, float]:
     rounds, own = 0, 0.0
     for s in sizes:
         t = s.get("timing") or {}
-        spent, ref, cand = t.get("spent_s") or {}, t.get("reference") or {}, t.get("candidate") or {}
-        n = len(ref.get("rounds_s") or [])
+        spent = t.get("spent_s") or {}
+        n = len((t.get("reference") or {}).get("rounds_s") or [])
         if not n or not spent:
             continue
-        windows = (sum(ref["rounds_s"]) * (ref.get("iters") or 0) + sum(cand.get("rounds_s") or []) *
-                   (cand.get("iters") or 0))
         rounds += n
-        own += spent.get("refill", 0) + spent.get("checks", 0) + spent.get("reference", 0) + \
-            spent.get("candidate", 0) - windows
+        own += sum(spent.get(k, 0) for k in ("refill", "checks", "reference", "candidate")) - timed_seconds(s)
     return rounds, (1e3 * own / rounds if rounds else 0.0)
 
 
@@ -71,5 +69,8 @@ def table(doc: dict) -> list[str]:
     return lines
 
 
+FORMATS = {"rounds": "{:.0f}", "own_ms_per_round": "{:.1f}"}
+
+
 def _cell(name: str, x: float) -> str:
-    return f"{x:.0f}" if name == "rounds" else f"{x:.1f}" if name == "own_ms_per_round" else f"{x:.2f}"
+    return FORMATS.get(name, "{:.2f}").format(x)

@@ -49,6 +49,13 @@ def item_score(sizes: list[dict]) -> float | None:
     return geomean([s.get("speedup") for s in sizes])
 
 
+def timed_seconds(size: dict) -> float:
+    """What a size's timed windows took, both sides: each round's time per call times its calls
+    (the rest of an item's wall time is the harness's own)."""
+    return sum(t * tm.get("iters", 0) for tm in (size.get("timing") or {}).values()
+               if isinstance(tm, dict) for t in tm.get("rounds_s", []))
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased estimator (Chen et al. 2021): 1 - C(n-c, k) / C(n, k)."""
     if k > n:
