@@ -8,6 +8,9 @@
 #                                      timed (the candidate process synchronizes the whole device before
 #                                      "done") or failed, never free; a late write after the trials fails;
 #                                      a joined control passes
+#   bash bench/gpu_split.sh hostmem    the solver processes' host allocator (rank/hostmem.py): fresh processes
+#                                      with glibc's default thresholds and with the fixed ones, then
+#                                      device_to_host_fifo's self-check at medium and large, each way
 #   bash bench/gpu_split.sh evidence   the self-check of every W = 1-capable problem (W = 1 copies
 #                                      of references that run alone) at sizes >= 1 MiB, the harness
 #                                      cost per item, the shipped kernels, the primitives example
@@ -193,8 +196,29 @@ late() {
   done
 }
 
+hostmem() {   # the solver processes' host allocator: the probe, then device_to_host_fifo (large) self-checks
+  python3 bench/host_alloc_probe.py --procs 8
+  [ -d $R/w1/utility/device_to_host_fifo ] || w1_copies $R/w1
+  for n in 1 2 3; do
+    for v in KB_DEV_MALLOC_DEFAULT=1 as-is; do
+      rep=$R/d2h-$n-${v%%=*}.json
+      with_knobs "$v" timeout -k 10 -s INT 120 $PT $R/w1/utility/device_to_host_fifo --kb-candidate=reference \
+        --kb-sizes=medium,large --kb-report=$rep > /dev/null 2>&1
+      cp $rep "$OUT/" 2>/dev/null
+      python3 - "$v" $rep <<'PY'
+import json, sys
+for s in json.load(open(sys.argv[2]))["items"][0]["sizes"]:
+    t = s["timing"]
+    print(f"{sys.argv[1]:24s} {s['name']:6s} x{s['speedup']:.3f} band {s['band'][0]:.3f}-{s['band'][1]:.3f} "
+          f"ref {t['reference']['median_s'] * 1e3:.3f} ms cand {t['candidate']['median_s'] * 1e3:.3f} ms")
+PY
+    done
+  done
+}
+
 case "$what" in
   late) late ;;
+  hostmem) hostmem ;;
   smoke) smoke ;;
   profile) profile ;;
   selfcheck) selfcheck ;;

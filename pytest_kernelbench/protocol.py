@@ -450,7 +450,8 @@ class Batch:                         # call solution() on these sets, in order; 
 
 @dataclass
 class Done:                          # a batch's end, written to the control page before "done" is marked
-    outputs: list                    # one tree per call (rank/memory.py), pointers into the candidate's memory
+    outputs: list                    # one per call, pointers into the candidate's memory: a tree, or [k, p]
+    layouts: list = field(default_factory=list)     # for a plain tensor at p of layouts[k] (outputs.describe_calls)
     segments: list = field(default_factory=list)    # CUDA: [base, size, ipc handle hex] not announced before
     forbidden: dict = field(default_factory=dict)   # forbidden API calls seen in-process (best effort)
     unsafe: str | None = None        # multicast tried or enabled (in-process guard)

@@ -38,7 +38,7 @@ from ..protocol import (
     encode,
 )
 from ..procs import mark
-from . import memory
+from . import hostmem, memory, outputs
 from .channel import Channel, ChannelClosed, ControlPage
 
 COMPILE_MARKERS = ("cpp_extension", "Error building extension", "CalledProcessError", "nvcc", "ninja",
@@ -188,9 +188,9 @@ class CandidateProcess:
             if self.sync is not None:
                 self.sync()
             t_sync = time.perf_counter()
-            done.outputs = [memory.describe(o, lambda p: self._export(p, new)) for o in outs]
+            done.outputs, done.layouts = outputs.describe_calls(outs, lambda p: self._export(p, new))
             if msg.inputs:
-                done.inputs = [memory.describe(self.sets[i], lambda p: self._export(p, new)) for i in msg.calls]
+                done.inputs = [outputs.describe(self.sets[i], lambda p: self._export(p, new)) for i in msg.calls]
         except BaseException as e:  # noqa: BLE001
             t_calls = t_sync = time.perf_counter()
             done.failed = {"category": Failure.RUNTIME_ERROR, "message": f"{type(e).__name__}: {e}",
@@ -313,6 +313,7 @@ def main(sock_fd: int, ctrl: ControlPage, log_fd: int, read_only: list[str], rea
         os.environ.update(env)             # home, temporary and cache folders inside its own scratch
         os.chdir(env.get("HOME", "/"))
         from .sandbox import harden, nondumpable
+        hostmem.steady()                   # both solver processes' host allocator alike (rank/hostmem.py)
         mark(f"{role}: forked")
         layers = harden(read_only, read_write)
         mark(f"{role}: hardened")

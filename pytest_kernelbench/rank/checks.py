@@ -17,7 +17,6 @@ from typing import Any
 
 from ..protocol import Failure
 from . import compare
-from .memory import output_spans
 
 Verdict = dict
 
@@ -81,14 +80,14 @@ def after_timing(sets: list, call_candidate: Callable, call_reference: Callable,
     return found
 
 
-def shared_storage(trees: list[dict], arenas: list[tuple[int, int]], held: list[tuple[int, int, str]],
+def shared_storage(spans: list[list[tuple[int, int]]], arenas: list[tuple[int, int]], held: list[tuple[int, int, str]],
                    inplace: bool) -> str | None:
-    """A window's described outputs (rank/memory.py trees) that share memory with another call's
-    (held: outputs of earlier calls still alive) or with a lent input (`arenas`: where the
-    candidate mapped them); an in-place call may return the inputs it changed."""
+    """A window's described outputs (per call, its tensors' bytes: outputs.expand) that share memory
+    with another call's (held: outputs of earlier calls still alive) or with a lent input
+    (`arenas`: where the candidate mapped them); an in-place call may return the inputs it changed."""
     mine = []
-    for call, tree in enumerate(trees):
-        for start, end in output_spans(tree):
+    for call, ranges in enumerate(spans):
+        for start, end in ranges:
             if any(a < end and start < b for a, b in arenas):
                 if inplace:
                     continue

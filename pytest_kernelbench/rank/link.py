@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol import Batch, CandidateInit, Done, Exit, Failed, Failure, Imported, Ready, Release, SpecError, StorePort, decode
-from . import memory
+from . import outputs
 from .channel import Channel, ChannelClosed, ControlPage
 from .failures import ItemFailed
 
@@ -33,6 +33,7 @@ class Window:
     done: Done
     calls: int
     outputs: dict[int, Any] = field(default_factory=dict)     # call index -> the output as read at "done"
+    spans: list[list[tuple[int, int]]] = field(default_factory=list)    # per call: its tensors' bytes, by the checker
     opened: float = 0.0                # perf_counter at "go" and when the checker saw "done" (diagnostics)
     seen: float = 0.0
 
@@ -171,7 +172,12 @@ class Link:
             done = None
         if not isinstance(done, Done):
             raise ItemFailed(Failure.RUNTIME_ERROR, "the candidate process broke the protocol (no Done)", "candidate")
-        return Window(seconds, done, len(calls), opened=t0, seen=seen)
+        try:
+            done.outputs, spans = outputs.expand(done.outputs, done.layouts)
+        except ValueError as e:
+            raise ItemFailed(Failure.RUNTIME_ERROR, f"the candidate process broke the protocol (outputs described "
+                             f"wrongly: {e})", "candidate") from None
+        return Window(seconds, done, len(calls), opened=t0, seen=seen, spans=spans)
 
     def alive(self) -> bool:
         """Whether the candidate process still runs (not exited, not a zombie)."""
@@ -186,7 +192,7 @@ class Link:
     def read_inputs(self, window: Window, index: int) -> Any:
         """An in-place call's input set as the candidate left it (Batch.inputs), the checker's copy."""
         self.read(window, [])
-        return memory.read(window.done.inputs[index], self.reader)
+        return outputs.read(window.done.inputs[index], self.reader)
 
     def read(self, window: Window, indices: list[int]) -> dict[int, Any]:
         """The outputs of the given calls, read by the checker now (its own copies)."""
@@ -196,7 +202,7 @@ class Link:
             self.reader.lend(window.done.lent, self.arenas)
         out = {}
         for i in indices:
-            out[i] = memory.read(window.done.outputs[i], self.reader)
+            out[i] = outputs.read(window.done.outputs[i], self.reader)
         return out
 
     def release(self) -> None:

@@ -1,4 +1,4 @@
-"""Memory that crosses the checker/candidate boundary, and the trees that describe it.
+"""Memory that crosses the checker/candidate boundary, and the trees that describe inputs.
 
 - Inputs live in arenas the checker owns (CPU: a memfd both processes map; CUDA: a cuMemAlloc
   allocation shared by IPC handle, so it holds nothing but input sets). The checker writes the
@@ -6,17 +6,15 @@
 - Outputs live in the candidate's own memory. The candidate process describes them (pointer,
   shape, stride, dtype); the checker reads the bytes itself: on CPU through /proc/<pid>/mem, on
   CUDA through the candidate's allocations opened by IPC handle (each allocation once). What the
-  description claims is never trusted beyond where to look: the bytes read are the verdict.
-
-A tree is plain JSON: {"t": "T"} a strided tensor, "S" a sparse COO tensor (indices and values
-trees), "V" a number, string or None, "L"/"U" a list/tuple, "D" a dict.
+  description claims is never trusted beyond where to look: the bytes read are the verdict
+  (rank/outputs.py describes and reads them; the readers are here).
 """
 from __future__ import annotations
 
 import bisect
 import mmap
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -191,102 +189,6 @@ def leaves(tree: dict) -> Iterator[dict]:
     elif tree["t"] == "P":
         for v in tree["x"]:
             yield from leaves(v)
-
-
-# ---- outputs -----------------------------------------------------------------------------------------
-def describe(obj: Any, on_cuda: Callable[[int], None] | None = None) -> dict:
-    """An output as a tree of pointers into this process's memory. `on_cuda(ptr)` is told of every
-    CUDA tensor (the candidate process exports the allocations the checker has not opened)."""
-    if isinstance(obj, torch.Tensor):
-        if obj.layout == torch.sparse_coo:
-            return {"t": "S", "i": describe(obj._indices(), on_cuda), "v": describe(obj._values(), on_cuda),
-                    "size": list(obj.shape)}
-        if obj.layout != torch.strided:
-            return {"t": "X", "what": f"a tensor of layout {obj.layout}"}
-        if type(obj) is not torch.Tensor:
-            return {"t": "X", "what": f"a {type(obj).__module__}.{type(obj).__name__}, not a torch.Tensor"}
-        p = obj.data_ptr()
-        if obj.is_cuda and on_cuda is not None and obj.numel():
-            on_cuda(p)
-        return {"t": "T", "p": p, "s": list(obj.shape), "st": list(obj.stride()), "d": dtype_name(obj.dtype),
-                "dev": obj.device.type}
-    if isinstance(obj, (list, tuple)):
-        return {"t": "L" if isinstance(obj, list) else "U", "x": [describe(v, on_cuda) for v in obj]}
-    if isinstance(obj, dict):
-        return {"t": "D", "x": [[k, describe(v, on_cuda)] for k, v in obj.items()]}
-    if isinstance(obj, VALUE_TYPES):
-        return {"t": "V", "v": obj}
-    return {"t": "X", "what": f"a {type(obj).__module__}.{type(obj).__name__}"}
-
-
-def output_ranges(tree: dict) -> list[tuple[int, int, str]]:
-    """(start, end, device) of every tensor's bytes in a described output."""
-    out = []
-    for leaf in _out_leaves(tree):
-        n = span(leaf["s"], leaf["st"], dtype_of(leaf["d"]).itemsize)
-        if n:
-            out.append((int(leaf["p"]), int(leaf["p"]) + n, leaf["dev"]))
-    return out
-
-
-def output_spans(tree: dict) -> list[tuple[int, int]]:
-    """(start, end) of every tensor's bytes in a described output; a plain tensor without the
-    generator (a timed window sweeps hundreds of them)."""
-    if tree.get("t") == "T":
-        shape, stride = tree["s"], tree["st"]
-        if stride == contiguous_stride(shape):
-            n = _ITEMSIZE.get(tree["d"]) or _ITEMSIZE.setdefault(tree["d"], dtype_of(tree["d"]).itemsize)
-            for d in shape:
-                n *= d
-        else:
-            n = span(shape, stride, dtype_of(tree["d"]).itemsize)
-        return [(int(tree["p"]), int(tree["p"]) + n)] if n else []
-    return [(a, b) for a, b, _ in output_ranges(tree)]
-
-
-_ITEMSIZE: dict[str, int] = {}
-
-
-def _out_leaves(tree: dict) -> Iterator[dict]:
-    t = tree.get("t")
-    if t == "T":
-        yield tree
-    elif t == "S":
-        yield from _out_leaves(tree["i"])
-        yield from _out_leaves(tree["v"])
-    elif t in ("L", "U"):
-        for v in tree["x"]:
-            yield from _out_leaves(v)
-    elif t == "D":
-        for _, v in tree["x"]:
-            yield from _out_leaves(v)
-
-
-def read(tree: dict, reader: Any) -> Any:
-    """The output a tree describes, its tensors copies made by the checker from the candidate's
-    memory (`reader.read(ptr, nbytes, device_type)` -> uint8 tensor on the checker's device)."""
-    t = tree.get("t")
-    if t == "T":
-        dt = dtype_of(tree["d"])
-        shape, stride = [int(n) for n in tree["s"]], [int(s) for s in tree["st"]]
-        n = span(shape, stride, dt.itemsize)
-        raw = reader.read(int(tree["p"]), n, tree.get("dev"))
-        if n == 0:
-            return torch.empty(shape, dtype=dt, device=raw.device)
-        pad = (-n) % dt.itemsize
-        if pad:
-            raw = torch.cat([raw, raw.new_zeros(pad)])
-        return raw.view(dt).as_strided(shape, stride).clone()
-    if t == "S":
-        return torch.sparse_coo_tensor(read(tree["i"], reader), read(tree["v"], reader), tree["size"])
-    if t == "V":
-        return tree["v"]
-    if t in ("L", "U"):
-        items = [read(v, reader) for v in tree["x"]]
-        return items if t == "L" else tuple(items)
-    if t == "D":
-        return {k: read(v, reader) for k, v in tree["x"]}
-    raise MemoryError_(f"the candidate returned {tree.get('what') or 'something that cannot be read'}")
 
 
 class ProcReader:

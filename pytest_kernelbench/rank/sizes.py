@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ..protocol import SETUP_MARK, Failure, Sets
-from . import checks, compare, memory
+from . import checks, compare, memory, outputs
 from .failures import AgreedFailure
 from .globalstate import RULE
 from .timed import time_size
@@ -140,7 +140,7 @@ class SizeRun:
         elif done.state:
             self.verdict_now = (Failure.FORBIDDEN_CALL, f"changed the {RULE} and did not restore it before "
                                 f"returning: {'; '.join(map(str, done.state))}")
-        overlap = self.overlaps(done.outputs, done.lent)
+        overlap = self.overlaps(window.spans, done.lent)
         if overlap and not self.verdict_now:
             self.verdict_now = (Failure.MISMATCH, overlap)
         try:
@@ -183,8 +183,8 @@ class SizeRun:
         except memory.MemoryError_:
             return lent
 
-    def overlaps(self, trees: list[dict], lent: list) -> str | None:
-        return checks.shared_storage(trees, self.c.arena_ranges(lent), self.held, self.job.inplace)
+    def overlaps(self, spans: list[list[tuple[int, int]]], lent: list) -> str | None:
+        return checks.shared_storage(spans, self.c.arena_ranges(lent), self.held, self.job.inplace)
 
     # ---- the size --------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -232,7 +232,7 @@ class SizeRun:
             if category is None:
                 category, msg, err = checks.check_call(outs[0], expected, cand_in, ref_in, pristine, job.tolerance,
                                                        job.inplace, getattr(c.harness, "check", None))
-            self.held += [r for t in window.done.outputs for r in memory.output_ranges(t)]
+            self.held += [r for t in window.done.outputs for r in outputs.output_ranges(t)]
             self.verdict({"trial": trial, "category": category, "message": msg, "max_abs_err": err}, phase)
         self.link.release()
         self.held = []

@@ -7,6 +7,26 @@ from cheatlib import HONEST, failed
 
 pytestmark = pytest.mark.e2e      # every test here reads the red team's inner run (tests/e2e_guard.py)
 
+FORGE = """
+import json, sys
+def _forged(real):
+    def put_done(self, n, payload):
+        d = json.loads(payload)
+        if len(d.get("outputs") or []) > 1 and all(isinstance(e, list) for e in d["outputs"]):
+            forge(d)
+            payload = json.dumps(d).encode()
+        real(self, n, payload)
+    return put_done
+def _patch():                      # from the caller's frame: the object that writes "done"
+    f = sys._getframe(1)
+    while f is not None:
+        ctrl = getattr(f.f_locals.get("self"), "ctrl", None)
+        if ctrl is not None and not hasattr(type(ctrl).put_done, "forged"):
+            type(ctrl).put_done = _forged(type(ctrl).put_done)
+            type(ctrl).put_done.forged = True
+        f = f.f_back
+"""
+
 CHEATS = {
     "lazy_subclass": HONEST + """
 class Lazy(torch.Tensor):
@@ -73,6 +93,22 @@ def solution(x):
     small = x.to(torch.float8_e4m3fn).to(x.dtype)      # half the bytes on the wire
     return _p2p_sum(small)
 """,
+    # the candidate process's own description of its outputs, rewritten on its way to the checker
+    # (the class that writes it patched through gc): every call said to be where the last one is
+    "redirected_descriptions": HONEST + FORGE + """
+def forge(d):
+    d["outputs"] = [d["outputs"][-1]] * len(d["outputs"])
+def solution(x):
+    _patch()
+    return _p2p_sum(x)
+""",
+    "malformed_descriptions": HONEST + FORGE + """
+def forge(d):
+    d["outputs"] = [[len(d["layouts"]) + 7, e[1]] for e in d["outputs"]]
+def solution(x):
+    _patch()
+    return _p2p_sum(x)
+""",
 }
 
 # a second small size, so that a candidate written for one shape meets another
@@ -106,3 +142,11 @@ def test_inputs_written_during_timing_are_a_mismatch(judged):
 def test_hardcoded_shape_fails_on_the_other_size(judged):
     it = failed(judged, "hardcoded_shape", "mismatch", "size tiny2", "shape")
     assert it["sizes"][0]["name"] == "tiny" and all(t["ok"] for t in it["sizes"][0]["trials"])
+
+
+def test_outputs_described_at_one_place_are_shared_storage(judged):
+    failed(judged, "redirected_descriptions", "mismatch", "share storage")
+
+
+def test_outputs_described_wrongly_break_the_protocol(judged):
+    failed(judged, "malformed_descriptions", "runtime_error", "broke the protocol", "outputs described wrongly")
