@@ -17,6 +17,7 @@ import torch
 
 from .memory import VALUE_TYPES, MemoryError_, contiguous_stride, dtype_name, dtype_of, span
 
+
 def describe(obj: Any, on_cuda: Callable[[int], None] | None = None) -> dict:
     """An output as a tree of pointers into this process's memory. `on_cuda(ptr)` is told of every
     CUDA tensor (the candidate process exports the allocations the checker has not opened)."""
@@ -77,7 +78,7 @@ def expand(entries: Any, layouts: Any) -> tuple[list[dict], list[list[tuple[int,
                 or type(leaf["s"]) is not list or type(leaf["st"]) is not list or len(leaf["s"]) != len(leaf["st"])
                 or not all(type(v) is int and v >= 0 for v in leaf["s"] + leaf["st"]) or type(leaf["dev"]) is not str):
             raise ValueError("not a tensor's layout")
-        sized.append((leaf, _spans_of(leaf)))
+        sized.append((leaf, _nbytes_of(leaf)))
     trees: list[dict] = []
     spans: list[list[tuple[int, int]]] = []
     for e in entries:
@@ -97,7 +98,8 @@ def expand(entries: Any, layouts: Any) -> tuple[list[dict], list[list[tuple[int,
     return trees, spans
 
 
-def _spans_of(leaf: dict) -> int:
+def _nbytes_of(leaf: dict) -> int:
+    """The bytes a layout's tensor spans, from its first element to the end of its last."""
     leaf = dict(leaf, p=0)
     got = _checked(output_spans, leaf)
     return got[0][1] if got else 0
