@@ -39,8 +39,9 @@ def child(windows: int) -> None:
             per_call.append((time.perf_counter() - t0) / 10)
             faults.append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / 10)
         del outs
+    q = statistics.quantiles(per_call, n=10)
     print(f"{'mallopt' if steady else 'default':8s} {statistics.median(per_call) * 1e3:7.3f} ms/call "
-          f"p10-p90 {statistics.quantiles(per_call, n=10)[0] * 1e3:.3f}-{statistics.quantiles(per_call, n=10)[-1] * 1e3:.3f} "
+          f"p10-p90 {q[0] * 1e3:.3f}-{q[-1] * 1e3:.3f} "
           f"faults/call {statistics.median(faults):7.1f}", flush=True)
 
 

@@ -4,6 +4,7 @@ faults again (per process, and by luck with huge pages or without: the same refe
 against itself on an H100); with the fixed thresholds, memory once touched is reused."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -34,7 +35,6 @@ WINDOWS = textwrap.dedent("""
 
 
 def _windows(**env: str) -> tuple[str, int]:
-    import os
     out = subprocess.run([sys.executable, "-c", WINDOWS], capture_output=True, text=True, check=True,
                          env={**os.environ, **env}).stdout.split()
     return out[0], int(out[1])

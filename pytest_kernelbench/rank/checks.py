@@ -80,7 +80,7 @@ def after_timing(sets: list, call_candidate: Callable, call_reference: Callable,
     return found
 
 
-def shared_storage(spans: list[list[tuple[int, int]]], arenas: list[tuple[int, int]], held: list[tuple[int, int, str]],
+def shared_storage(spans: list[list[tuple[int, int]]], arenas: list[tuple[int, int]], held: list[tuple[int, int]],
                    inplace: bool) -> str | None:
     """A window's described outputs (per call, its tensors' bytes: outputs.expand) that share memory
     with another call's (held: outputs of earlier calls still alive) or with a lent input
@@ -96,7 +96,7 @@ def shared_storage(spans: list[list[tuple[int, int]]], arenas: list[tuple[int, i
     if inplace:     # calls on one input set return the same (updated) inputs
         return None
     reach, owner = -1, None          # a sweep: the furthest end so far, and whose it is
-    for start, end, call in sorted(mine + [(s, e, -1) for s, e, _ in held]):
+    for start, end, call in sorted(mine + [(s, e, -1) for s, e in held]):
         if start < reach and call != owner:
             return ("the outputs of different calls share storage, so an earlier result was overwritten "
                     "(return a fresh tensor each call, not a persistent buffer)")

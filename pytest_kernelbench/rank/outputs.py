@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .memory import VALUE_TYPES, MemoryError_, contiguous_stride, dtype_name, dtype_of, span
+from .memory import VALUE_TYPES, MemoryError_, dtype_name, dtype_of, span
 
 
 def describe(obj: Any, on_cuda: Callable[[int], None] | None = None) -> dict:
@@ -112,32 +112,15 @@ def _checked(fn: Callable, tree: Any) -> Any:
         raise ValueError(f"{type(e).__name__}: {e}") from None
 
 
-def output_ranges(tree: dict) -> list[tuple[int, int, str]]:
-    """(start, end, device) of every tensor's bytes in a described output."""
+def output_spans(tree: dict) -> list[tuple[int, int]]:
+    """(start, end) of every tensor's bytes in a described output."""
     out = []
     for leaf in _out_leaves(tree):
         n = span(leaf["s"], leaf["st"], dtype_of(leaf["d"]).itemsize)
         if n:
-            out.append((int(leaf["p"]), int(leaf["p"]) + n, leaf["dev"]))
+            p = int(leaf["p"])
+            out.append((p, p + n))
     return out
-
-
-def output_spans(tree: dict) -> list[tuple[int, int]]:
-    """(start, end) of every tensor's bytes in a described output; a plain tensor without the
-    generator (a timed window sweeps hundreds of them)."""
-    if tree.get("t") == "T":
-        shape, stride = tree["s"], tree["st"]
-        if stride == contiguous_stride(shape):
-            n = _ITEMSIZE.get(tree["d"]) or _ITEMSIZE.setdefault(tree["d"], dtype_of(tree["d"]).itemsize)
-            for d in shape:
-                n *= d
-        else:
-            n = span(shape, stride, dtype_of(tree["d"]).itemsize)
-        return [(int(tree["p"]), int(tree["p"]) + n)] if n else []
-    return [(a, b) for a, b, _ in output_ranges(tree)]
-
-
-_ITEMSIZE: dict[str, int] = {}
 
 
 def _out_leaves(tree: dict) -> Iterator[dict]:

@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ..protocol import SETUP_MARK, Failure, Sets
-from . import checks, compare, memory, outputs
+from . import checks, compare, memory
 from .failures import AgreedFailure
 from .globalstate import RULE
 from .timed import time_size
@@ -70,7 +70,7 @@ class SizeRun:
         # CPU ranks would starve each other spinning (KB_SPIN=1 forces it, to test that path on CPU)
         self.spin = self.cuda or os.environ.get("KB_SPIN") == "1"
         self.record: dict[str, Any] = {"name": size, "config": self.job.sizes[size], "trials": []}
-        self.held: list[tuple[int, int, str]] = []      # output ranges the candidate still holds, per call
+        self.held: list[tuple[int, int]] = []      # bytes of outputs the candidate still holds (earlier trials)
         self.pending: dict | None = None                # the first failure seen in a timed window
 
     # ---- lending inputs ------------------------------------------------------------------------------
@@ -232,7 +232,7 @@ class SizeRun:
             if category is None:
                 category, msg, err = checks.check_call(outs[0], expected, cand_in, ref_in, pristine, job.tolerance,
                                                        job.inplace, getattr(c.harness, "check", None))
-            self.held += [r for t in window.done.outputs for r in outputs.output_ranges(t)]
+            self.held += [r for spans in window.spans for r in spans]
             self.verdict({"trial": trial, "category": category, "message": msg, "max_abs_err": err}, phase)
         self.link.release()
         self.held = []

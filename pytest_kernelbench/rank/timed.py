@@ -110,7 +110,7 @@ def time_size(run: SizeRun, expected: Any) -> None:
         run.link.stop()
         try:
             window = ref.batch(list(range(calls)), first=False, spin=run.spin, barrier=c.barrier,
-                               timeout=c.batch_timeout())
+                               timeout=c.batch_timeout(), read=False)
         except ItemFailed as f:
             c.die(Failure.HARNESS_ERROR, f"the reference process, timing: {f.message}", "reference")
         finally:
