@@ -105,3 +105,20 @@ def test_the_fast_path_of_values_decides_as_the_full_rule(dtype):
         assert (msg is not None) == bad, (case, o, e, msg)
         if not bad:
             assert err == pytest.approx(worst, rel=1e-3, abs=1e-6), (case, o, e)
+
+
+def test_bit_equal_outputs_pass_at_any_tolerance_and_near_misses_do_not():
+    # the quick accept (torch.equal before the tolerance rule) must not widen what passes
+    exp = torch.randn(4096).to(torch.bfloat16)
+    exp[7], exp[9] = float("inf"), -0.0
+    assert compare.values(exp.clone(), exp, {"atol": 0, "rtol": 0}) == (None, 0.0)
+    off = exp.clone()
+    off[100] = torch.nextafter(off[100].float(), torch.tensor(1e9)).to(torch.bfloat16) + 1
+    assert "1 of 4096 elements" in compare.values(off, exp, {"atol": 0, "rtol": 0})[0]
+    nan = exp.clone()
+    nan[3] = float("nan")
+    assert compare.values(nan, nan.clone(), {"atol": 0, "rtol": 0})[0] is None      # NaN where expected: the rule
+    assert "NaN/Inf" in compare.values(nan, exp, {"atol": 1, "rtol": 1})[0]
+    ints = torch.arange(10)
+    assert compare.values(ints.clone(), ints, {"atol": 0, "rtol": 0}) == (None, 0.0)
+    assert "1 of 10 values differ" in compare.values(ints + (ints == 4), ints, {"atol": 5, "rtol": 5})[0]

@@ -284,6 +284,11 @@ def _tensor_values(o: torch.Tensor, e: torch.Tensor, tol: dict, path: str, exact
     if e.numel() == 0:
         return None, 0.0
     o, e = dense(o.detach()), dense(e.detach())       # a sparse tensor is compared by its value
+    # bit for bit the same is within any tolerance, in one read of each (the rule below makes
+    # wide copies and ~10 passes): exact problems and bit-exact candidates; NaNs are never equal
+    # here, so they take the rule below
+    if o.dtype == e.dtype and o.shape == e.shape and o.device == e.device and bool(torch.equal(o, e)):
+        return None, 0.0
     if not (e.is_floating_point() or e.is_complex()):
         if not exact_ints:
             return _tensor_values(o.to(torch.float64), e.to(torch.float64), tol, path)
