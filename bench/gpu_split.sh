@@ -11,6 +11,9 @@
 #   bash bench/gpu_split.sh hostmem    the solver processes' host allocator (rank/hostmem.py): fresh processes
 #                                      with glibc's default thresholds and with the fixed ones, then
 #                                      device_to_host_fifo's self-check at medium and large, each way
+#   bash bench/gpu_split.sh guards     what the forbidden-API guards cost a call through them (bench/guard_cost.py),
+#                                      then the shipped kernels (forbid lists on) against the guard-free
+#                                      reference process
 #   bash bench/gpu_split.sh evidence   the self-check of every W = 1-capable problem (W = 1 copies
 #                                      of references that run alone) at sizes >= 1 MiB, the harness
 #                                      cost per item, the shipped kernels, the primitives example
@@ -216,13 +219,33 @@ PY
   done
 }
 
+guards() {
+  log "the guards' cost per call (NCCL, W = 1)"
+  python3 bench/guard_cost.py
+  w1_copies $R/w1
+  log "shipped symm_mem kernels, forbid lists on, small and medium"
+  timeout -k 10 -s INT 240 $PT $R/w1/collective/all_reduce $R/w1/collective/all_gather --kb-candidate=shipped \
+    --kb-sizes=small,medium --kb-timeout=90 --kb-report=$R/guards-shipped.json 2>&1 | tail -6
+  cp $R/guards-shipped.json "$OUT/" 2>/dev/null
+  python3 - $R/guards-shipped.json <<'PY'
+import json, sys
+for it in json.load(open(sys.argv[1]))["items"]:
+    for s in it.get("sizes") or []:
+        t = s.get("timing") or {}
+        if t.get("reference"):
+            print(f"{it['problem']:24s} {s['name']:6s} {it['outcome']} x{s['speedup']:.3f} "
+                  f"ref {t['reference']['median_s'] * 1e6:.1f} us cand {t['candidate']['median_s'] * 1e6:.1f} us")
+PY
+}
+
 case "$what" in
+  guards) guards ;;
   late) late ;;
   hostmem) hostmem ;;
   smoke) smoke ;;
   profile) profile ;;
   selfcheck) selfcheck ;;
   evidence) evidence ;;
-  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late"; exit 2 ;;
+  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late | hostmem | guards"; exit 2 ;;
 esac
 log done

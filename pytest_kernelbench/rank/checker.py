@@ -209,8 +209,10 @@ class Checker:
         self.link.init(init, publish_port=lambda port: self.store.set(port_key, f"{here} {port}"))
         if self.ref is not None:        # the reference process joins a group of its own, like the candidates'
             self.ref.ready()
+            # no forbidden-API guards: they wrap the very collectives a reference makes, and an honest
+            # candidate, which makes none, would be timed against a reference slowed by them
             ref_init = dataclasses.replace(init, candidate_path=os.path.abspath(job.reference_path), native_lib=None,
-                                           glue_path=None)
+                                           glue_path=None, forbid=[])
             ref_key = f"kb/{job.token}/reference-store"
             if self.rank != 0:
                 host, port = self.store.get(ref_key).decode().split()

@@ -56,7 +56,8 @@ def family_of_op(namespace: str, name: str) -> str | None:
 
 
 class ForbidGuard:
-    """Counts forbidden calls made while `active`; reference calls run with it inactive."""
+    """Counts forbidden calls made while `active` (the candidate process's calls; the reference
+    process installs none)."""
 
     def __init__(self, families: Iterable[str]) -> None:
         self.families = set(families)
