@@ -14,6 +14,10 @@
 #   bash bench/gpu_split.sh guards     what the forbidden-API guards cost a call through them (bench/guard_cost.py),
 #                                      then the shipped kernels (forbid lists on) against the guard-free
 #                                      reference process
+#   bash bench/gpu_split.sh order      the first-of-the-pair effect: seven items at small and large, each
+#                                      size's paired ratio in rounds the reference opened and in rounds
+#                                      the candidate opened (a window right after the checker's restore
+#                                      pass ran slower: rank/slots.py)
 #   bash bench/gpu_split.sh evidence   the self-check of every W = 1-capable problem (W = 1 copies
 #                                      of references that run alone) at sizes >= 1 MiB, the harness
 #                                      cost per item, the shipped kernels, the primitives example
@@ -238,7 +242,29 @@ for it in json.load(open(sys.argv[1]))["items"]:
 PY
 }
 
+order() {
+  w1_copies $R/w1
+  log "the order of a round's windows (self-check, small and large)"
+  rm -f $R/order.json*         # a report's JSONL left by an earlier call would be resumed
+  local sel=""
+  for p in collective/all_reduce collective/reduce_scatter collective/all_to_all utility/tma_bulk_copy_pipeline \
+           utility/mbarrier_pipeline fusion/gemm_allreduce utility/grad_clip_inplace; do sel="$sel $R/w1/$p"; done
+  timeout -k 10 -s INT 280 $PT $sel --kb-candidate=reference --kb-sizes=small,large --kb-timeout=120 \
+    --kb-report=$R/order.json 2>&1 | tail -2
+  cp $R/order.json "$OUT/" 2>/dev/null
+  python3 - $R/order.json <<'PY'
+import json, statistics, sys
+for it in json.load(open(sys.argv[1]))["items"]:
+    for s in it.get("sizes") or []:
+        t = s.get("timing") or {}
+        r = [a / b for a, b in zip(t["reference"]["rounds_s"], t["candidate"]["rounds_s"])]
+        print(f"{it['problem']:32s} {s['name']:6s} x{s['speedup']:.3f} reference first {statistics.median(r[0::2]):.3f} "
+              f"candidate first {statistics.median(r[1::2]):.3f} rounds {len(r)}")
+PY
+}
+
 case "$what" in
+  order) order ;;
   guards) guards ;;
   late) late ;;
   hostmem) hostmem ;;
@@ -246,6 +272,6 @@ case "$what" in
   profile) profile ;;
   selfcheck) selfcheck ;;
   evidence) evidence ;;
-  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late | hostmem | guards"; exit 2 ;;
+  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late | hostmem | guards | order"; exit 2 ;;
 esac
 log done

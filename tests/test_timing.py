@@ -250,13 +250,18 @@ def test_a_write_to_a_copied_slot_is_caught_and_restored_from_the_fresh_rows_kep
     assert all(torch.equal(x[0], p) for x, p in zip(lent, pristine))
 
 
-def test_a_round_keeps_a_pristine_copy_only_where_its_second_window_needs_one():
-    # the copy is what the second window is restored from: needed after a candidate's window, or
-    # after any window of an in-place problem; a reference-first round of another problem and a
-    # window alone skip it (it costs a pass over the fresh slots' memory)
+def test_the_second_window_of_every_round_starts_from_pristine_inputs_whoever_went_first():
+    # the same compare-and-restore pass before both sides' second windows (a window right after it
+    # ran slower, so only the reference paying it read above 1.0 against itself); what a reference
+    # wrote to its inputs is undone for the candidate and not blamed on it; a window alone (warm-up,
+    # probe) keeps no pristine copy, so no second window may follow it
     slots, lent = _slots(count=6, fresh=6)
-    slots.refill("1", 6, keep=False)
-    assert slots.before("reference", inplace=False) and slots.before("candidate", inplace=False)
+    slots.refill("1", 6)
+    pristine = [x[0].clone() for x in lent]
+    assert slots.before("reference", inplace=False)
+    lent[2][0][1] = 5.0
+    assert slots.before("candidate", inplace=False)
+    assert all(torch.equal(x[0], p) for x, p in zip(lent, pristine))
     slots.refill("2", 6, keep=False)
     slots.before("candidate", inplace=False)
     with pytest.raises(AssertionError, match="no pristine copy"):

@@ -8,11 +8,15 @@ them: the first `fresh` slots from the harness (what a generation costs bounds h
 others copies of those, so values repeat across slots but memory never does (pointers, L2 lines).
 
 Both solver processes map the same slots. A round's two windows run back to back on the same
-values, each from an empty device cache, and before the second one the checker undoes what the
-first could have changed: a
-candidate that went first and wrote to its inputs (which could slow the reference, or hide its
-own writes) is recorded, and the slots are restored from the checker's pristine copy; an in-place
-problem's slots are restored whichever side went first.
+values, each from an empty device cache, and before the second one the checker compares the
+slots with its pristine copy and restores them, whichever side went first: a candidate that wrote
+to its inputs (which could slow the reference, or hide its own writes) is recorded; a reference
+that did (an in-place problem's, or a harness bug) is only undone. The same pass before both
+sides' second windows, because a window right after it runs slower: on an H100 with the pass
+before the reference's second windows only, the reference read 1.007 against itself at large
+sizes (windows of a few ms; the mean of seven items, two runs) and a round's first window was
+1.3-1.6 % slower than its second; with the pass before both, 1.000-1.003 and 0.2-0.5 %
+(reports/baselines/2026-11-27-h100x1-order.md).
 """
 from __future__ import annotations
 
@@ -54,8 +58,8 @@ class Slots:
 
     def refill(self, key: str, calls: int, keep: bool = True) -> None:
         """Values no earlier round used in the first `calls` slots; `keep`: and a pristine copy of
-        them, for before() to compare with and restore from (needed only where the round's second
-        window must be given what the first one could have changed)."""
+        them, for before() to compare with and restore from before a round's second window (a
+        window alone, a warm-up or probe, needs none)."""
         calls = max(1, min(calls, self.count))
         f = min(calls, self.fresh)
         pairs: list = []
@@ -102,13 +106,13 @@ class Slots:
         return out
 
     def before(self, side: str, inplace: bool) -> bool:
-        """Before `side`'s window: restore the slots if the other side's window could have changed
-        them, and empty the device cache (each window starts cold: whoever went second would
+        """Before `side`'s window: after the other side's window (a round's second), compare the
+        slots with the pristine copy and restore them, and empty the device cache (each window starts cold: whoever went second would
         otherwise find the round's values warm). False when the candidate's window changed them
         (it wrote to inputs it was only to read)."""
         first, self.dirty = self.dirty, side
         intact = True
-        if first is not None and first != side and (first == "candidate" or inplace):
+        if first is not None and first != side:
             assert self.kept, "the round's refill kept no pristine copy to restore from"
             for (arena, stride), keep in zip(self.layout, self.pristine):
                 for start, end, n in self._blocks(stride, arena.nbytes):
@@ -119,4 +123,4 @@ class Slots:
         if self.flush is not None:
             self.flush.zero_()
         self.sync()
-        return intact or inplace
+        return intact or inplace or first != "candidate"

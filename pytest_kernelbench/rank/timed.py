@@ -85,7 +85,7 @@ def time_size(run: SizeRun, expected: Any) -> None:
         """`first`: the side whose window opens the round (None: a window alone). The second
         window gets the slots restored where the first could have changed them."""
         t = time.perf_counter()
-        state["slots"].refill(key, calls, keep=first == "candidate" or (first is not None and job.inplace))
+        state["slots"].refill(key, calls, keep=first is not None)
         spent["refill"] += time.perf_counter() - t
 
     def prepare(calls: int) -> None:
