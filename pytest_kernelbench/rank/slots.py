@@ -107,9 +107,9 @@ class Slots:
 
     def before(self, side: str, inplace: bool) -> bool:
         """Before `side`'s window: after the other side's window (a round's second), compare the
-        slots with the pristine copy and restore them, and empty the device cache (each window starts cold: whoever went second would
-        otherwise find the round's values warm). False when the candidate's window changed them
-        (it wrote to inputs it was only to read)."""
+        slots with the pristine copy and restore them; then empty the device cache (each window
+        starts cold: whoever went second would otherwise find the round's values warm). False
+        when the candidate's window changed them (it wrote to inputs it was only to read)."""
         first, self.dirty = self.dirty, side
         intact = True
         if first is not None and first != side:

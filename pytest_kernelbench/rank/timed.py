@@ -82,8 +82,8 @@ def time_size(run: SizeRun, expected: Any) -> None:
                                lambda what: c.make_inputs(size, what), c.sync, run.torch, flush)
 
     def refill(key: str, calls: int, first: str | None = None) -> None:
-        """`first`: the side whose window opens the round (None: a window alone). The second
-        window gets the slots restored where the first could have changed them."""
+        """`first`: the side whose window opens the round (None: a window alone). A round keeps a
+        pristine copy: its second window, either side's, gets the slots compared and restored."""
         t = time.perf_counter()
         state["slots"].refill(key, calls, keep=first is not None)
         spent["refill"] += time.perf_counter() - t
