@@ -37,14 +37,7 @@ def read_heartbeats(job_dir: Path) -> dict[int, tuple[float, str]]:
 
 def read_phases(job_dir: Path) -> dict[int, str]:
     """rank -> the phase of its last heartbeat."""
-    phases = {}
-    for f in sorted(JobLayout(job_dir).hb.glob("rank*")):
-        if f.name[4:].isdigit():
-            text = _beat(f)
-            if text is None:
-                continue
-            phases[int(f.name[4:])] = text.split(" ", 1)[1] if " " in text else text
-    return phases
+    return {rank: phase for rank, (_, phase) in read_heartbeats(job_dir).items()}
 
 
 def setup_phase(phase: str) -> bool:
