@@ -51,14 +51,9 @@ def main() -> None:
     store = dist.FileStore(os.path.join(tempfile.mkdtemp(), "store"), 1)
     dist.init_process_group("nccl" if cuda else "gloo", store=store, rank=0, world_size=1,
                             **({"device_id": device} if cuda else {}))
-    classes, todo = [], [ProcessGroup, Backend]
-    while todo:
-        cls = todo.pop()
-        if cls not in classes:
-            classes.append(cls)
-            todo.extend(cls.__subclasses__())
+    from pytest_kernelbench.rank.guards import ForbidGuard, group_classes
+    classes = group_classes(ProcessGroup, Backend)
     plain = attributes(dist, classes)
-    from pytest_kernelbench.rank.guards import ForbidGuard
     guard = ForbidGuard(["collectives", "p2p"])
     guard.install()
     guard.active = True

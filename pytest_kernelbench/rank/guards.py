@@ -120,13 +120,7 @@ class ForbidGuard:
         if "p2p" in self.families:
             methods.update({m: "p2p" for m in PG_P2P})
         guard = self
-        classes, todo = [], [ProcessGroup, Backend]
-        while todo:       # the backends (ProcessGroupGloo, ProcessGroupNCCL, ...) and their subclasses
-            cls = todo.pop()
-            if cls not in classes:
-                classes.append(cls)
-                todo.extend(cls.__subclasses__())
-        for cls in classes:
+        for cls in group_classes(ProcessGroup, Backend):
             for name, family in methods.items():
                 raw = cls.__dict__.get(name)
                 if raw is None or getattr(raw, "_kb_wrapped", False):
@@ -161,6 +155,17 @@ class ForbidGuard:
                 except (AttributeError, RuntimeError):
                     continue
                 setattr(ns, op_name, _CountingPacket(packet, f"torch.ops.{ns_name}.{op_name} ({family})", self))
+
+
+def group_classes(*roots: type) -> list[type]:
+    """The classes and every subclass below them (the backends: ProcessGroupGloo, ProcessGroupNCCL, ...)."""
+    classes, todo = [], list(roots)
+    while todo:
+        cls = todo.pop()
+        if cls not in classes:
+            classes.append(cls)
+            todo.extend(cls.__subclasses__())
+    return classes
 
 
 OP_NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd", "symm_mem")

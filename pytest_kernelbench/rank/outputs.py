@@ -32,8 +32,7 @@ def describe(obj: Any, on_cuda: Callable[[int], None] | None = None) -> dict:
         p = obj.data_ptr()
         if obj.is_cuda and on_cuda is not None and obj.numel():
             on_cuda(p)
-        return {"t": "T", "p": p, "s": list(obj.shape), "st": list(obj.stride()), "d": dtype_name(obj.dtype),
-                "dev": obj.device.type}
+        return {**_layout(obj), "p": p}
     if isinstance(obj, (list, tuple)):
         return {"t": "L" if isinstance(obj, list) else "U", "x": [describe(v, on_cuda) for v in obj]}
     if isinstance(obj, dict):
@@ -58,13 +57,17 @@ def describe_calls(objs: list, on_cuda: Callable[[int], None] | None = None) -> 
         k = kinds.get(key)
         if k is None:
             k = kinds[key] = len(layouts)
-            layouts.append({"t": "T", "s": list(o.shape), "st": list(o.stride()), "d": dtype_name(o.dtype),
-                            "dev": o.device.type})
+            layouts.append(_layout(o))
         p = o.data_ptr()
         if on_cuda is not None and o.is_cuda and o.numel():
             on_cuda(p)
         out.append([k, p])
     return out, layouts
+
+
+def _layout(t: torch.Tensor) -> dict:
+    """A strided tensor's description without its pointer: shape, strides, dtype, device."""
+    return {"t": "T", "s": list(t.shape), "st": list(t.stride()), "d": dtype_name(t.dtype), "dev": t.device.type}
 
 
 def expand(entries: Any, layouts: Any) -> tuple[list[dict], list[list[tuple[int, int]]]]:
