@@ -298,7 +298,7 @@ def done_mark(key: str | None, token: str, rank: int, result_bytes: bytes = b"")
 @dataclass
 class ExitFacts:
     """How a job's ranks ended, as its launcher saw them: logs/exits.json, one format for every
-    launcher (fork, torchrun, slurm...), the only exit facts outcome.py reads."""
+    launcher (fork, torchrun, slurm...), the only exit facts outcome/ reads."""
     launcher: str                                             # its name (--kb-launcher)
     exits: dict[int, int] = field(default_factory=dict)       # rank -> exit code (-N: signal N); unknown: absent
     root_cause: int | None = None                             # the first rank that failed

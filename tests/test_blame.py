@@ -15,6 +15,7 @@ from kbrun import by_problem, leftover_processes, make_tree, run
 
 from pytest_kernelbench import outcome
 from pytest_kernelbench.launch import torchrun as torchrun_launcher
+from pytest_kernelbench.outcome.logs import drop_cpp_frames, logs_tail
 from pytest_kernelbench.protocol import JobLayout
 
 DEADLINE_S = 20
@@ -178,14 +179,14 @@ Fatal Python error: Aborted
 
 
 def test_cpp_frames_are_dropped_from_log_excerpts():
-    kept = outcome.drop_cpp_frames(NCCL_DUMP)
+    kept = drop_cpp_frames(NCCL_DUMP)
     assert "Watchdog caught collective operation timeout" in kept
     assert "Fatal Python error: Aborted" in kept
     assert "frame #" not in kept and "Exception raised from" not in kept and "0x00007f3" not in kept
     assert "[3 C++ stack frame lines dropped]" in kept or "C++ stack frame" in kept
     # ordinary text, Python tracebacks and a '#' comment survive
     text = 'Traceback (most recent call last):\n  File "x.py", line 3, in f\n# note\nRuntimeError: boom\n'
-    assert outcome.drop_cpp_frames(text) == text
+    assert drop_cpp_frames(text) == text
 
 
 def _job(tmp: Path, phases: dict, errors: dict = (), logs: dict = (), torchrun: str = "") -> Path:
@@ -309,5 +310,5 @@ def test_deadline_uses_the_stack_dumps_when_phases_are_alike(tmp_path):
     assert msg2.startswith(f'rank 0 stopped progressing in "{phase}", at solution.py line 4'), msg2
     assert f"rank 1: {phase}" in msg2, msg2
     # in a log excerpt the harness's frames of the dump are folded away
-    tail = outcome.logs_tail(job)
+    tail = logs_tail(job)
     assert "pytest_kernelbench" not in tail and "[1 harness frame]" in tail and "distributed_c10d.py" in tail

@@ -111,7 +111,7 @@ def test_a_crashing_rank_is_named_with_its_exit_code(run_of, request):
 
 @pytest.mark.e2e
 def test_both_built_in_launchers_write_one_exits_format(by_torchrun, by_conftest):
-    """The same fields from either launcher (outcome.py reads only this file)."""
+    """The same fields from either launcher (outcome/ reads only this file)."""
     raw = [json.loads(JobLayout(run["items"]["collective/exits_on_rank1"]["job_dir"]).exits.read_text())
            for run in (by_torchrun, by_conftest)]
     assert set(raw[0]) == set(raw[1]) == {f.name for f in dataclasses.fields(ExitFacts)}, raw
@@ -125,7 +125,7 @@ SUMMARY = ("Failures:\n[1]:\n  rank      : 0 (local_rank: 0)\n  exitcode  : -15 
 @pytest.mark.parametrize("launcher", ["fork", "torchrun"])
 def test_a_rank_that_died_without_a_word_is_named_with_its_exit_code(tmp_path, launcher):
     """Rank 1 exited 9 without reporting an error, rank 0 was stopped after it: whichever launcher
-    wrote the exit facts, the outcome names rank 1 and its exit code (outcome.py reads exits.json
+    wrote the exit facts, the outcome names rank 1 and its exit code (outcome/ reads exits.json
     only)."""
     layout = JobLayout(tmp_path)
     for sub in layout.SUBDIRS:

@@ -8,7 +8,7 @@
 - speed uses the verdict and the noise band (a 0.99x whose band holds 1.0 is on par, not
   slower), and per size what bounds it (latency, link, HBM, FLOPs) and the roofline time;
 - every round says which round of how many it is.
-The outcome messages themselves come from outcome.py; only their rendering for a model is here.
+The outcome messages themselves come from outcome/; only their rendering for a model is here.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Run one job's ranks with a deadline, and leave no process behind; return what happened
-(`LaunchFacts`), for outcome.py to judge.
+(`LaunchFacts`), for outcome/ to judge.
 
 A launcher (base.Launcher: fork.py, the rank server, by default; torchrun.py; one a plugin gives
 through the pytest_kb_make_launcher hook) starts the ranks; everything around it is here, alike

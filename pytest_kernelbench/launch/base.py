@@ -64,7 +64,7 @@ class Ranks(Protocol):
 
     def write_exits(self) -> None:
         """Write JobLayout.exits once the job ended, as protocol.ExitFacts: every rank's exit code,
-        the root cause, and where each rank ran. outcome.py reads nothing else of the launcher."""
+        the root cause, and where each rank ran. outcome/ reads nothing else of the launcher."""
         ...
 
 

@@ -1,5 +1,5 @@
 """The job folder as the launcher watches it while the ranks run: their heartbeats and phases
-(launch puts setup phases on the compile budget; outcome.py names them in its messages)."""
+(launch puts setup phases on the compile budget; outcome/ names them in its messages)."""
 from __future__ import annotations
 
 from pathlib import Path

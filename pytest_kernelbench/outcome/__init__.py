@@ -4,27 +4,26 @@
 A trusted result (every rank exited 0, every rank's done-file signed) is the worker's verdict;
 otherwise the ranks' error files, heartbeats, logs and the exit codes (logs/exits.json, written by
 every launcher as protocol.ExitFacts) are read to find the root cause: the rank that died, raised,
-or stopped progressing, named with its phase and where it was, its peers after it. Log excerpts
-are made here only, without C++ frame dumps.
+or stopped progressing, named with its phase and where it was, its peers after it. The reading of
+the ranks' logs and tracebacks (log excerpts, without C++ frame dumps) is outcome/logs.py; the
+judging is here.
 """
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .launch import LaunchFacts
-from .launch.jobs import read_heartbeats, read_phases, setup_phase
-from .protocol import ExitFacts, Failure, JobLayout, Outcome, done_mark, outcome_of
+from ..launch import LaunchFacts
+from ..launch.jobs import read_heartbeats, read_phases, setup_phase
+from ..protocol import ExitFacts, Failure, JobLayout, Outcome, done_mark, outcome_of
+from .logs import (TAIL_CHARS, _trim_traceback, clean_log, drop_cpp_frames, exception_text, harness_frame,
+                   logs_tail, stopped_at, tail, waited_error, watchdog_line)
 
 __all__ = ["LaunchOutcome", "classify", "clean_log", "deadline_message", "drop_cpp_frames", "judge", "logs_tail",
            "read_heartbeats", "read_phases", "setup_phase"]
-
-TAIL_CHARS = 3000
 
 
 @dataclass
@@ -40,28 +39,6 @@ class LaunchOutcome:
     killed: list = field(default_factory=list)   # stray processes killed after the job
     log_tail: str = ""
     warnings: list = field(default_factory=list)
-
-
-def tail(path: Path, chars: int = TAIL_CHARS) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - chars))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def logs_tail(job_dir: Path, ranks: Iterable[int] | None = None) -> str:
-    """The end of each rank's log (C++ frame dumps dropped: the one place log excerpts are made)."""
-    parts = []
-    for log in sorted(JobLayout(job_dir).logs.glob("rank*.log")):
-        r = log.stem[4:]
-        if ranks is None or (r.isdigit() and int(r) in ranks):
-            t = clean_log(tail(log, 20000))[-1500:].strip()
-            if t:
-                parts.append(f"--- rank {r} ---\n{t}")
-    return "\n".join(parts)
 
 
 def judge(facts: LaunchFacts) -> LaunchOutcome:
@@ -135,26 +112,6 @@ def _error_outcome(job_dir: Path, e: dict, rc: int | None) -> LaunchOutcome:
     return LaunchOutcome(status, e["category"], msg, returncode=rc, log_tail=logs_tail(job_dir, {e["rank"]}))
 
 
-_TB_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)', re.M)
-
-
-def harness_frame(tb: str) -> str | None:
-    """The innermost frame of a traceback in the problem's harness or in this package, as
-    "harness.py line 12 in inputs()"."""
-    frames = [(f, n, fn) for f, n, fn in _TB_FRAME.findall(tb)
-              if os.path.basename(f) == "harness.py" or f"{os.sep}pytest_kernelbench{os.sep}" in f]
-    if not frames:
-        return None
-    f, n, fn = frames[-1]
-    return f"{os.path.basename(f) if os.path.basename(f) == 'harness.py' else f.split('pytest_kernelbench' + os.sep)[-1]}" \
-           f" line {n} in {fn}()"
-
-
-def _trim_traceback(tb: str, lines: int = 12) -> str:
-    keep = tb.splitlines()
-    return "\n".join(keep[-lines:])
-
-
 def _describe_exit(code: int) -> str:
     if code < 0:
         try:
@@ -171,131 +128,9 @@ def _describe_exit(code: int) -> str:
 # with its phase (heartbeat) and where it was (the Python stack it dumps on SIGTERM, see
 # worker.main), and the peers' phases and errors after it.
 
-# C++ stack dumps (c10::Error backtraces, the NCCL watchdog's, gdb-style lines) say nothing a
-# candidate's author can act on, and crowd the lines that do out of every excerpt
-_CPP_FRAME = re.compile(r"^\s*(?:\[rank\d+\]:\s*)?(?:frame #\d+:|Exception raised from \S+ at \S+|"
-                        r"C\+\+ CapturedTraceback:|<omitting python frames>|#\d+\s+0x[0-9a-fA-F]+ in |"
-                        r"#\d+\s+\S.* from \S+:\d+\s*$)")
-
-
-def _collapse(text: str, pattern: re.Pattern, note: Callable[[int], str]) -> str:
-    """`text` without the lines `pattern` matches; each run of them becomes note(count)."""
-    out, dropped = [], 0
-    for line in text.splitlines(keepends=True):
-        if pattern.match(line):
-            dropped += 1
-            continue
-        if dropped:
-            out.append(note(dropped))
-            dropped = 0
-        out.append(line)
-    if dropped:
-        out.append(note(dropped))
-    return "".join(out)
-
-
-def drop_cpp_frames(text: str) -> str:
-    """`text` without C++ stack frame lines; each run of them becomes one short note."""
-    return _collapse(text, _CPP_FRAME, lambda n: f"[{n} C++ stack frame line{'s' if n > 1 else ''} dropped]\n")
-
-
-# the harness's own frames in the Python stack a rank dumps when stopped (faulthandler's format:
-# no comma before "in"); the candidate's and torch's frames stay
-_HARNESS_DUMP_FRAME = re.compile(r'^\s+File "(?:[^"]*[/\\]pytest_kernelbench[/\\][^"]*|<frozen runpy>)", '
-                                 r'line \d+ in \S+\s*$')
-
-
-def clean_log(text: str) -> str:
-    """A log excerpt as reports and models see it: no C++ frames, no harness frames in stack dumps."""
-    return _collapse(drop_cpp_frames(text), _HARNESS_DUMP_FRAME,
-                     lambda n: f"  [{n} harness frame{'s' if n > 1 else ''}]\n")
-
-
 def candidate_phase(phase: str) -> bool:
     """A phase in which candidate code runs (not one in which the harness waits for peers)."""
     return "candidate call" in phase or phase.endswith(", candidate") or phase == "import candidate"
-
-
-def _clip(text: str, n: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[:n - 3] + "..."
-
-
-_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)(?::\s.*)?$")
-_EXC_IN_TEXT = re.compile(r"(?<![\w.])(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception): ")
-_SOURCE_TAG = re.compile(r"\[[^\]\s]*\.(?:cc|cpp|cu|h|hpp):\d+\]\s*")   # "[.../unbound_buffer.cc:78] "
-
-
-def exception_text(e: dict) -> str:
-    """The Python exception of an error record ("RuntimeError: ..."), else its message."""
-    for line in reversed(drop_cpp_frames(e.get("traceback") or "").splitlines()):
-        if _EXC_LINE.match(line.rstrip()):
-            return _clip(_SOURCE_TAG.sub("", line))
-    msg = e.get("message") or ""
-    found = list(_EXC_IN_TEXT.finditer(msg))     # "the reference failed (...): RuntimeError: ..."
-    return _clip(_SOURCE_TAG.sub("", msg[found[-1].start():] if found else msg))
-
-
-# a failure that only says the rank waited for its peers in vain (they stopped or died)
-_WAITED = re.compile(r"timed out|timeout|connection (?:closed|reset)|broken pipe|watchdog|communicator was "
-                     r"aborted|remote process exited|ncclRemoteError|peers did not|DistNetworkError|DistStoreError",
-                     re.I)
-_WATCHDOG = re.compile(r"(?:Watchdog caught collective operation timeout|collective operation timeout)[^\n]*", re.I)
-
-
-def waited_error(e: dict) -> bool:
-    return e.get("category") == Failure.TIMEOUT or bool(_WAITED.search(exception_text(e)))
-
-
-def watchdog_line(log: str) -> str | None:
-    """The NCCL watchdog's report of a collective that timed out waiting for peers, if any."""
-    m = _WATCHDOG.search(log)
-    return _clip(m.group(0), 240) if m else None
-
-
-_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+.*\(most recent call first\):\s*$")
-_FRAME = re.compile(r'^\s+File "(.+)", line (\d+) in (.+?)\s*$')
-
-
-def stopped_at(log: str, candidate_path: str | None = None) -> dict | None:
-    """Where a rank's main thread was when SIGTERM stopped it (the faulthandler dump in its log):
-    {"in_candidate": innermost Python frame in candidate code (not in torch.distributed or the
-    harness, which only wait there), "where": "solution.py line 12 in solution(): <source>"}."""
-    blocks: list[list[tuple[str, int, str]]] = []
-    cur: list[tuple[str, int, str]] | None = None
-    for line in log.splitlines():
-        if _THREAD.match(line):
-            cur = []
-            blocks.append(cur)
-        elif cur is not None and line.strip():
-            m = _FRAME.match(line)
-            if m:
-                cur.append((m.group(1), int(m.group(2)), m.group(3)))
-            elif "<no Python frame>" not in line:
-                cur = None
-    main = [b for b in blocks if any("pytest_kernelbench" in f for f, _, _ in b)]
-    if not main or not main[-1]:
-        return None
-    frames = main[-1]
-
-    def candidate_file(f: str) -> bool:
-        return bool(candidate_path and os.path.abspath(f) == os.path.abspath(candidate_path)) or \
-            f.replace(os.sep, "/").endswith("/candidate/solution.py")
-
-    top = frames[0][0].replace(os.sep, "/")
-    waiting = "/torch/distributed/" in top or "pytest_kernelbench" in top
-    own = next(((f, n, fn) for f, n, fn in frames if candidate_file(f)), None)
-    where = None
-    if own:
-        f, n, fn = own
-        try:
-            src = Path(f).read_text(errors="replace").splitlines()[n - 1].strip()
-        except (OSError, IndexError):
-            src = ""
-        where = f"{os.path.basename(f)} line {n} in {fn}()" + (f": {_clip(src, 100)}" if src else "")
-        if waiting:
-            where += ", waiting in " + ("torch.distributed" if "/torch/distributed/" in top else "the harness")
-    return {"in_candidate": bool(own) and not waiting, "where": where}
 
 
 def failed_exits(job_dir: Path) -> tuple[dict[int, int], int | None, str]:
