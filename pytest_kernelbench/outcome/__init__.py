@@ -19,8 +19,8 @@ from pathlib import Path
 from ..launch import LaunchFacts
 from ..launch.jobs import read_heartbeats, read_phases, setup_phase
 from ..protocol import ExitFacts, Failure, JobLayout, Outcome, done_mark, outcome_of
-from .logs import (TAIL_CHARS, _trim_traceback, clean_log, drop_cpp_frames, exception_text, harness_frame,
-                   logs_tail, stopped_at, tail, waited_error, watchdog_line)
+from .logs import (TAIL_CHARS, clean_log, drop_cpp_frames, exception_text, harness_frame, logs_tail, stopped_at, tail,
+                   trim_traceback, waited_error, watchdog_line)
 
 __all__ = ["LaunchOutcome", "classify", "clean_log", "deadline_message", "drop_cpp_frames", "judge", "logs_tail",
            "read_heartbeats", "read_phases", "setup_phase"]
@@ -101,7 +101,7 @@ def _error_outcome(job_dir: Path, e: dict, rc: int | None) -> LaunchOutcome:
     msg = f"rank {e['rank']}: {drop_cpp_frames(e['message'])}"
     tb = drop_cpp_frames(e.get("traceback", "")).strip()
     if tb and e.get("where") == "candidate":
-        msg += "\n" + _trim_traceback(tb)
+        msg += "\n" + trim_traceback(tb)
     # a fault of the harness (its inputs()/cost(), or the plugin's own code) is no verdict on the
     # candidate: outcome error, with the frame where it happened
     status = outcome_of(e["category"])

@@ -95,7 +95,7 @@ def harness_frame(tb: str) -> str | None:
            f" line {n} in {fn}()"
 
 
-def _trim_traceback(tb: str, lines: int = 12) -> str:
+def trim_traceback(tb: str, lines: int = 12) -> str:
     keep = tb.splitlines()
     return "\n".join(keep[-lines:])
 
