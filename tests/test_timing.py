@@ -309,20 +309,23 @@ def _checked_window_run(monkeypatch, reads: list, ref_s: float):
     return run, window, x, events, sleeps, timed
 
 
-def test_the_settle_of_a_timed_window_overlaps_its_reference_checks_and_still_catches_late_work(monkeypatch):
+def test_a_timed_window_let_settle_is_read_again_after_the_checkers_next_work_and_late_work_fails(monkeypatch):
+    import time
     good = torch.full((4,), 2.0)
-    # the reference calls take twice the settle (0.25 x 20 ms; the checker's work counts half): no
-    # sleep, and the second read comes after them
-    run, window, x, events, sleeps, timed = _checked_window_run(monkeypatch, [good.clone(), good.clone()], 0.012)
-    timed.check_window(run, window, "r1", [(x,)], [(x,)], "size small")
-    assert events == ["inspect settle=False", "read", "reference", "read"] and not sleeps
-    assert run.pending is None
-    # a quick reference: the checker sleeps only what remains of the settle
-    run, window, x, events, sleeps, timed = _checked_window_run(monkeypatch, [good.clone(), good.clone()], 0.0)
-    timed.check_window(run, window, "r1", [(x,)], [(x,)], "size small")
+    # the check compares what was read at "done" and asks for the settle; it reads nothing again itself
+    run, window, x, events, sleeps, timed = _checked_window_run(monkeypatch, [good.clone()] * 3, 0.0)
+    assert timed.check_window(run, window, "r1", [(x,)], [(x,)], "size small") is True
+    assert events == ["inspect settle=False", "read", "reference"] and run.pending is None
+    # read again after the checker's next work (the next round's refill): it counts half of the
+    # settle (0.25 x 20 ms), so twice the settle since the first read needs no sleep
+    run.settled(window, [0], {0: good}, "size small, timing", since=time.perf_counter() - 0.012)
+    assert events[-1] == "read" and not sleeps
+    # soon after the first read: only what remains of the settle is slept
+    run.settled(window, [0], {0: good}, "size small, timing", since=time.perf_counter())
     assert events[-2:] == ["sleep", "read"] and 0 < sleeps[0] <= 0.005
-    # work deferred past "done" changes the output between the two reads: the item fails
-    run, window, x, events, sleeps, timed = _checked_window_run(monkeypatch, [good.clone(), good + 1], 0.012)
+    # work deferred past "done" changed the output between the two reads: the item fails
+    run, window, x, events, sleeps, timed = _checked_window_run(monkeypatch, [good.clone(), good + 1], 0.0)
+    assert timed.check_window(run, window, "r1", [(x,)], [(x,)], "size small")
     with pytest.raises(_Died) as died:
-        timed.check_window(run, window, "r1", [(x,)], [(x,)], "size small")
+        run.settled(window, [0], {0: good}, "size small, timing", since=time.perf_counter() - 0.012)
     assert died.value.args[0] == "runtime_error" and "changed after solution() returned" in died.value.args[1]

@@ -128,6 +128,8 @@ class Checker:
             from .cuda import Driver
             self.driver = Driver()
             self.link.reader = memory.Readers(memory.ProcReader(self.link.pid), memory.IpcReader(self.driver, self.device))
+            if self.ref is not None:    # its timed windows' outputs are read as the candidate's are (rank/timed.py)
+                self.ref.reader = memory.IpcReader(self.driver, self.device)
         else:
             self.link.reader = memory.ProcReader(self.link.pid)
         self.files.heartbeat("load harness and reference")

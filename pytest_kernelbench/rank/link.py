@@ -1,12 +1,13 @@
 """The checker's hold on its candidate process: start it (forked before anything secret exists in
-the checker), talk to it, time its batches, read its outputs, stop it while the reference runs,
+the checker), talk to it, time its batches, read its outputs, stop it outside its timed windows,
 and look at it from outside (its children, its environment).
 
 A batch, as the checker sees it:
   Batch -> (candidate: ready) -> go [window opens] -> the candidate calls, holds the outputs,
   synchronizes, writes Done to the control page, marks done [window closes] -> the checker reads
-  the outputs it wants at once (its own copies), lets them settle, reads them again (work deferred
-  past "done" shows as a difference), and only then tells the candidate to release them.
+  the outputs it wants at once (its own copies: read_done), lets them settle, reads them again
+  (work deferred past "done" shows as a difference), and only then tells the candidate to release
+  them.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ..protocol import Batch, CandidateInit, Done, Exit, Failed, Failure, Import
 from . import outputs
 from .channel import Channel, ChannelClosed, ControlPage
 from .failures import ItemFailed
+from .memory import MemoryError_
 
 READY_TIMEOUT_S = 120.0
 EXIT_GRACE_S = 5.0
@@ -36,6 +38,8 @@ class Window:
     spans: list[list[tuple[int, int]]] = field(default_factory=list)    # per call: its tensors' bytes, by the checker
     opened: float = 0.0                # perf_counter at "go" and when the checker saw "done" (diagnostics)
     seen: float = 0.0
+    read_at: float | None = None       # when `outputs` were read (None: not yet)
+    unreadable: str | None = None      # why they could not be read then
 
 
 class Link:
@@ -131,10 +135,13 @@ class Link:
             raise ItemFailed(Failure.CRASH, f"the candidate process died ({self.exit_text()})", "candidate") from None
 
     def batch(self, calls: list[int], first: bool, spin: bool, barrier: Any, timeout: float, inputs: bool = False,
-              read: bool = True) -> Window:
+              read: bool | list[int] = True, stop: bool = False) -> Window:
         """Run a batch and time it from "go" to "done" (`barrier()` first, across checkers). `read`:
-        its outputs will be read (their descriptions are expanded and checked now); a reference
-        window's never are."""
+        its outputs will be read (their descriptions are expanded and checked now); a list: only
+        those calls' will (a reference window's, read only so that the checker does the same work
+        after either side's window). `stop`: the process is stopped the moment "done" has come
+        (its wake-up byte: the last thing it sends), before anything else, so that a thread it hid
+        has microseconds, not the checker's reading of Done, to start work after "done"."""
         self.seq += 1
         seq = self.seq
         self.send(Batch(calls=list(calls), first=first, spin=spin, inputs=inputs))
@@ -165,6 +172,8 @@ class Link:
                              "candidate") from None
         if not (spin and self.pinned and self.spin_done):
             seconds = time.perf_counter() - t0
+        if stop:
+            self.stop()
         seen = t0 + seconds
         if self.ctrl.done != seq:
             raise ItemFailed(Failure.RUNTIME_ERROR, f"the candidate process broke the protocol (done mark {self.ctrl.done}, "
@@ -177,8 +186,14 @@ class Link:
             raise ItemFailed(Failure.RUNTIME_ERROR, "the candidate process broke the protocol (no Done)", "candidate")
         spans: list[list[tuple[int, int]]] = []
         try:
-            if read:
+            if read is True:
                 done.outputs, spans = outputs.expand(done.outputs, done.layouts)
+            elif read and len(done.outputs) == len(calls):
+                trees, _ = outputs.expand([done.outputs[i] for i in read], done.layouts)
+                some: list[Any] = [None] * len(calls)
+                for i, tree in zip(read, trees):
+                    some[i] = tree
+                done.outputs = some
         except ValueError as e:
             raise ItemFailed(Failure.RUNTIME_ERROR, f"the candidate process broke the protocol (outputs described "
                              f"wrongly: {e})", "candidate") from None
@@ -198,6 +213,21 @@ class Link:
         """An in-place call's input set as the candidate left it (Batch.inputs), the checker's copy."""
         self.read(window, [])
         return outputs.read(window.done.inputs[index], self.reader)
+
+    def read_done(self, window: Window, indices: list[int]) -> None:
+        """The outputs of the given calls read the moment the batch is done, before the checker does
+        anything else (into window.outputs): work left running past "done" (a kernel launched after
+        the device-wide synchronize, by a thread the candidate hid) would otherwise finish them
+        unseen in the pause, or beside the reference's next window. Where they cannot be read yet
+        (the batch failed, the protocol broke) nothing is read: the window is judged later."""
+        done = window.done
+        window.read_at = time.perf_counter()
+        if done.failed or done.unsafe or len(done.outputs) != window.calls:
+            return
+        try:
+            window.outputs = self.read(window, indices)
+        except MemoryError_ as e:
+            window.unreadable = str(e)
 
     def read(self, window: Window, indices: list[int]) -> dict[int, Any]:
         """The outputs of the given calls, read by the checker now (its own copies)."""

@@ -109,8 +109,9 @@ class SizeRun:
 
     # ---- judging one window ------------------------------------------------------------------------
     def inspect(self, window: Window, indices: list[int], phase: str, first: bool, settle: bool = True) -> dict[int, Any]:
-        """The outputs of the listed calls as the checker read them at "done", after the checks that
-        end the item at once (their rank's error file) or set `self.verdict_now`."""
+        """The outputs of the listed calls as the checker read them at "done" (Link.read_done, where
+        the window's were read then; else now), after the checks that end the item at once (their
+        rank's error file) or set `self.verdict_now`."""
         c, done = self.c, window.done
         self.verdict_now: tuple[str, str] | None = None
         c.unsafe_check(phase)
@@ -143,10 +144,17 @@ class SizeRun:
         overlap = self.overlaps(window.spans, done.lent)
         if overlap and not self.verdict_now:
             self.verdict_now = (Failure.MISMATCH, overlap)
-        try:
-            outs = self.link.read(window, indices)
-        except memory.MemoryError_ as e:
-            self.verdict_now = self.verdict_now or (Failure.MISMATCH, f"{e} (return fresh tensors, allocated in the call)")
+        unreadable = window.unreadable
+        if window.read_at is not None and unreadable is None:
+            outs = window.outputs
+        else:
+            try:
+                outs = {} if unreadable else self.link.read(window, indices)
+            except memory.MemoryError_ as e:
+                unreadable = str(e)
+        if unreadable:
+            self.verdict_now = self.verdict_now or (Failure.MISMATCH, f"{unreadable} (return fresh tensors, allocated in "
+                                                                      "the call)")
             return {}
         if settle:
             self.settled(window, indices, outs, phase)

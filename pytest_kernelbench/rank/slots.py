@@ -56,15 +56,18 @@ class Slots:
         self.kept = False         # whether it kept a pristine copy
         self.dirty: str | None = None   # the side that ran a window since the last refill
 
-    def refill(self, key: str, calls: int, keep: bool = True) -> None:
+    def refill(self, key: str, calls: int, keep: bool = True, writing: Callable[[], None] | None = None) -> None:
         """Values no earlier round used in the first `calls` slots; `keep`: and a pristine copy of
         them, for before() to compare with and restore from before a round's second window (a
-        window alone, a warm-up or probe, needs none)."""
+        window alone, a warm-up or probe, needs none). `writing()` runs once the new values are
+        made and before any of them reaches a slot."""
         calls = max(1, min(calls, self.count))
         f = min(calls, self.fresh)
+        made = [self.make(f"round{key}set{k}") for k in range(f)]
+        if writing is not None:
+            writing()
         pairs: list = []
-        for k in range(f):
-            new = self.make(f"round{key}set{k}")
+        for k, new in enumerate(made):
             compare.refill(self.lent[k], new, into=pairs)
             self.priv[k] = compare.adopt(self.priv[k], new)
         compare.copy_all(pairs)

@@ -1,8 +1,14 @@
 """A size's timed part, as the checker runs it after the trials: the reference and the candidate
 timed side by side on input slots of their own (rank/slots.py, rank/timing.py), the candidate's
-timed windows checked on a subset of their calls chosen after the round from the job's key
-(identically on every checker: the reference calls stay matched, and unknown to candidates),
-then the anti-caching passes.
+timed windows checked on a subset of their calls drawn from the job's key (identically on every
+checker: the reference calls stay matched, and unknown to candidates), then the anti-caching
+passes.
+
+Each solver process runs only in its own windows: it is continued for its batch and stopped the
+moment the checker sees "done", and the checked calls' outputs are read then, before the checker
+does anything else (what a candidate finishes after "done", by a hidden thread or a kernel it
+queued, is read unfinished). The checks and the settle's second read come later: the settle
+overlaps the checker's reference calls and its next refill, which count half of it.
 """
 from __future__ import annotations
 
@@ -83,14 +89,35 @@ def time_size(run: SizeRun, expected: Any) -> None:
 
     def refill(key: str, calls: int, first: str | None = None) -> None:
         """`first`: the side whose window opens the round (None: a window alone). A round keeps a
-        pristine copy: its second window, either side's, gets the slots compared and restored."""
+        pristine copy: its second window, either side's, gets the slots compared and restored.
+        While the solver processes are held, they run while the checker makes the new values
+        (freeing what their last windows held, off the next window's path) and are stopped again,
+        the windows let settle read again, before any value reaches the slots."""
         t = time.perf_counter()
-        state["slots"].refill(key, calls, keep=first is not None)
-        spent["refill"] += time.perf_counter() - t
+        if state.get("held"):
+            run.link.cont()
+            ref.cont()
+        state["slots"].refill(key, calls, keep=first is not None, writing=hold)
+        spent["refill"] += time.perf_counter() - t - state.pop("settle_s", 0.0)
+
+    def hold() -> None:
+        state["settle_s"] = settle_pending()
+        if state.get("held"):
+            run.link.stop()
+            ref.stop()
 
     def prepare(calls: int) -> None:
         if calls > state["slots"].count:
-            lend_slots(calls)
+            # the new slots' descriptions are read by both processes as they come (a message of
+            # thousands of sets would fill the socket of a stopped one); the slots hold no round's
+            # values yet
+            run.link.cont()
+            ref.cont()
+            try:
+                lend_slots(calls)
+            finally:
+                run.link.stop()
+                ref.stop()
 
     def before(side: str) -> None:
         t = time.perf_counter()
@@ -104,55 +131,103 @@ def time_size(run: SizeRun, expected: Any) -> None:
 
     def reference(calls: int, key: str) -> float:
         """The reference process's window: the candidate's protocol, the same calls on the same
-        slots (the candidate stopped meanwhile: none of its threads or children run beside it)."""
+        slots (the candidate stopped meanwhile: none of its threads or children run beside it).
+        The outputs of the calls its twin candidate window has checked are read at "done" too: the
+        checker's work after a window, before the round's other one, is the same whichever side
+        went first."""
         t = time.perf_counter()
         c.reference_untouched(f"{phase}, timing")
-        run.link.stop()
+        # where the checker can read the reference process's memory (CUDA: by IPC); CPU timing
+        # checks the protocol's logic only
+        pick = picked(run, twin_key(key), calls)[0] if ref.reader is not None else []
+        ref.cont()
         try:
             window = ref.batch(list(range(calls)), first=False, spin=run.spin, barrier=c.barrier,
-                               timeout=c.batch_timeout(), read=False)
+                               timeout=c.batch_timeout(), read=pick, stop=True)
         except ItemFailed as f:
             c.die(Failure.HARNESS_ERROR, f"the reference process, timing: {f.message}", "reference")
         finally:
-            run.link.cont()
+            ref.stop()
+        t_read = time.perf_counter()
+        if pick:
+            ref.read_done(window, pick)
         if window.done.failed:
             c.die(Failure.RUNTIME_ERROR, f"the reference failed ({phase}, timing): {window.done.failed.get('message')}",
                   "reference")
         ref.release()
         window_parts(phases["reference"], window)
-        spent["reference"] += time.perf_counter() - t
+        spent["reference"] += t_read - t
+        spent["checks"] += time.perf_counter() - t_read
         return window.seconds / calls
 
     deferred: list = []
 
     def candidate(calls: int, key: str) -> float:
         t = time.perf_counter()
-        ref.stop()
+        run.link.cont()
         try:
             window = run.link.batch(list(range(calls)), first=False, spin=run.spin, barrier=c.barrier,
-                                     timeout=c.batch_timeout())
+                                     timeout=c.batch_timeout(), stop=True)
         finally:
-            ref.cont()
+            run.link.stop()
+        t_read = time.perf_counter()
+        run.link.read_done(window, picked(run, key, calls)[0])
         window_parts(phases["candidate"], window)
-        spent["candidate"] += time.perf_counter() - t
+        spent["candidate"] += t_read - t
+        spent["checks"] += time.perf_counter() - t_read
         deferred.append((window, key))
         return window.seconds / calls
 
+    settling: list = []     # the checked windows let settle, read again after the next refill
+
     def checks() -> None:
-        """The candidate's windows since the last call, checked (its outputs are held until then)."""
+        """The candidate's windows since the last call, checked (its outputs are held until they
+        have settled)."""
         t = time.perf_counter()
         slots = state["slots"]
+        checked = bool(deferred)
         for window, key in deferred:
-            check_window(run, window, key, slots.lent, slots.priv, phase)
-        if deferred:
-            run.link.release()
+            if check_window(run, window, key, slots.lent, slots.priv, phase):
+                settling.append(window)
         deferred.clear()
         spent["checks"] += time.perf_counter() - t
+        if settling and job.inplace:    # its outputs may be the slots themselves, which the next refill rewrites
+            settle_pending()
+        elif checked and not settling:
+            run.link.release()
+
+    def settle_pending() -> float:
+        """The windows let settle, read again now (the checker's own work since their first read,
+        the new values it made among it, counted half towards the settle), then released; the
+        seconds it took."""
+        if not settling:
+            return 0.0
+        t = time.perf_counter()
+        for window in settling:
+            run.settled(window, sorted(window.outputs), window.outputs, f"{phase}, timing", since=window.read_at)
+        settling.clear()
+        run.link.release()
+        took = time.perf_counter() - t
+        spent["checks"] += took
+        return took
 
     lend_slots(min(most, PROBE_CALLS))
     timer = Timing(c.agree_max, c.files.heartbeat, job.timing)
-    measured = timer.run(phase, {"reference": reference, "candidate": candidate}, refill, lambda name: most,
-                         checks, prepare, before)
+    # neither process runs outside its own windows: a thread the candidate hid cannot read a
+    # round's values before its window, nor launch work after "done" (to finish outputs late, or
+    # to load the GPU beside the reference's window); the reference process is held the same
+    # way, so both windows start alike
+    run.link.stop()
+    ref.stop()
+    state["held"] = True
+    try:
+        measured = timer.run(phase, {"reference": reference, "candidate": candidate}, refill, lambda name: most,
+                             checks, prepare, before)
+        settle_pending()
+    finally:
+        state["held"] = False
+        run.link.cont()
+        ref.cont()
     run.fail_if_any(c.agree(run.pending or {"category": None, "message": None}), f"{phase}, timing")
     timing = {name: summarize(measured["times"][name]) for name in ("reference", "candidate")}
     for name in timing:
@@ -171,17 +246,30 @@ def time_size(run: SizeRun, expected: Any) -> None:
     run.record["timing_s"] = time.perf_counter() - t0
 
 
-def check_window(run: SizeRun, window: Window, key: str, lent: list, priv: list, phase: str) -> None:
-    """A timed window's outputs (call i ran on slot i): a subset of its calls, chosen now,
-    identically on every checker (the reference calls below are collectives), compared with the
-    reference."""
-    calls = window.calls
+def twin_key(key: str) -> str:
+    """The key of the candidate's window that a reference window pairs with ("3r" -> "3c"; a
+    warm-up's or probe's: its name with the other side's)."""
+    return key[:-1] + "c" if key[-1:] == "r" else key.replace("reference", "candidate")
+
+
+def picked(run: SizeRun, key: str, calls: int) -> tuple[list[int], bool]:
+    """The calls of a timed window whose outputs are compared, and whether it is let settle: drawn
+    from the job's key (unknown to candidates), identically on every checker (the reference calls
+    of the check are collectives)."""
     seed = hmac.new(run.c.key.encode(), f"{run.size}|{key}|subset".encode(), hashlib.sha256).digest()
     rng = random.Random(seed)
     pick = sorted(set(rng.sample(range(calls), min(CHECKED_PER_WINDOW, calls))) | {calls - 1})
-    settle = rng.randrange(SETTLED_EVERY) == 0
+    return pick, rng.randrange(SETTLED_EVERY) == 0
+
+
+def check_window(run: SizeRun, window: Window, key: str, lent: list, priv: list, phase: str) -> bool:
+    """A timed window's outputs (call i ran on slot i), the picked calls' as read at "done",
+    compared with the reference. True: the window is let settle, its outputs held until the
+    caller has them read again (SizeRun.settled, after its next refill: that and the reference
+    calls below count towards the settle)."""
+    calls = window.calls
+    pick, settle = picked(run, key, calls)
     outs = run.inspect(window, pick, f"{phase}, timing", first=False, settle=False)
-    read_at = time.perf_counter()        # the reference calls below count towards the settle
     found = run.verdict_now
     for s in pick:
         if run.job.inplace:      # the slots may be restored by now: the trials and anti-caching passes check these
@@ -193,10 +281,9 @@ def check_window(run: SizeRun, window: Window, key: str, lent: list, priv: list,
                                                  run.job.inplace, getattr(run.c.harness, "check", None))
             if category:
                 found = (category, f"timed call {s + 1} of {calls} (input set {s}): {msg}")
-    if settle:
-        run.settled(window, pick, outs, f"{phase}, timing", since=read_at)
     if found and run.pending is None:
         run.pending = {"category": found[0], "message": found[1]}
+    return settle and bool(outs)
 
 
 def after_timing(run: SizeRun, lent: list, priv: list, refill: Any) -> None:
@@ -219,7 +306,8 @@ def after_timing(run: SizeRun, lent: list, priv: list, refill: Any) -> None:
         pristine = [compare.clone(x) for x in lent]    # what the candidate gets (in-place calls of pass 1 kept)
         window = run.link.batch(list(range(n)), first=False, spin=run.spin, barrier=c.barrier,
                                  timeout=c.batch_timeout(), inputs=run.job.inplace)
-        outs = run.inspect(window, list(range(n)), phase, first=False)
+        run.link.read_done(window, list(range(n)))
+        outs = run.inspect(window, list(range(n)), phase, first=False, settle=False)
         found = found or run.verdict_now
         for k in range(n):
             ref_in = compare.clone(pristine[k])
@@ -232,6 +320,7 @@ def after_timing(run: SizeRun, lent: list, priv: list, refill: Any) -> None:
                 if category:
                     which = " (new values on some ranks only)" if pass_no == 2 else ""
                     found = (category, f"input set {k}{which}: {msg}")
+        run.settled(window, sorted(outs), outs, phase, since=window.read_at)    # the reference calls count half
         run.link.release()
     mine = {"category": found[0], "message": found[1]} if found else {"category": None, "message": None}
     run.fail_if_any(c.agree(mine), phase)

@@ -7,9 +7,8 @@ so clock ramps, drift and a first-of-the-pair penalty hit both alike). Each roun
 values no earlier round used in the inputs, then runs its two windows back to back (the pause
 between a round's windows is where wall-clock jitter gets in: the candidate's checks wait until
 after both). Every call of a window has an input slot of its own (rank/slots.py). The reference's
-window runs in the reference process (its twin candidate process stopped meanwhile), the
-candidate's in the candidate process (the reference process stopped), both as batches
-(rank/link.py). A window is wall time on the checker's clock from a barrier across checkers and
+window runs in the reference process, the candidate's in the candidate process, both as batches
+(rank/link.py), each process stopped outside its own windows (rank/timed.py). A window is wall time on the checker's clock from a barrier across checkers and
 "go" to the device-synchronized end; a rank's round time is per call; the job's is the max over
 ranks; the reported time is the median over rounds. Where the paired speedup's noise band is
 wider than +-band_target, rounds continue in pairs up to max_rounds.

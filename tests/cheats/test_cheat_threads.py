@@ -3,7 +3,7 @@ Judged by the one run of tests/cheats/conftest.py (all cheat files' candidates t
 from __future__ import annotations
 
 import pytest
-from cheatlib import HONEST, failed
+from cheatlib import HONEST, failed, item
 
 pytestmark = pytest.mark.e2e      # every test here reads the red team's inner run (tests/e2e_guard.py)
 
@@ -38,6 +38,36 @@ def solution(x):
     threading.Thread(target=_work, args=(x, out), daemon=True).start()
     return out              # returns at once; the harness waits for the thread, so the time includes it
 """,
+    # outputs finished after "done" by a thread the threading module never sees (started with
+    # _thread): a window returns zeros for its later calls (their answers kept aside) and the
+    # thread copies the answers in 2 ms after the calls stopped. The checker reads the outputs at
+    # "done" and stops the candidate process then, so the copies come too late, or are seen to land
+    # (tests/test_timed_protocol.py shows the order, and that the read after the round's other
+    # window, as it was before, let such copies in)
+    "finished_after_done": HONEST + """
+import _thread, time
+_late = []                 # (returned output, its answer) of the window that just ran
+_last = [0.0, 0]           # when the last call returned; calls so far in this window
+def _filler():
+    while True:
+        time.sleep(0.0001)
+        if _late and time.perf_counter() - _last[0] > 0.002:       # the window is over
+            for out, answer in _late:
+                out.copy_(answer)
+            _late.clear()
+_thread.start_new_thread(_filler, ())
+def solution(x):
+    if time.perf_counter() - _last[0] > 0.001:       # calls of a window come back to back
+        _last[1] = 0
+    _last[1] += 1
+    answer = _p2p_sum(x)
+    out = answer
+    if _last[1] > 4:                  # not in the one-call trials, the warm-up or the short probe
+        out = torch.zeros_like(answer)
+        _late.append((out, answer))
+    _last[0] = time.perf_counter()
+    return out
+""",
 }
 
 
@@ -48,3 +78,13 @@ def test_worker_thread_left_running_fails(judged):
 def test_output_finished_after_return_fails(judged):
     # a thread still running when solution() returns (finishing the output in the background) fails
     failed(judged, "thread_per_call", "runtime_error", "threads it started were still running")
+
+
+def test_outputs_finished_after_done_by_a_hidden_thread_fail(judged):
+    # read at "done", with the candidate process stopped from then on: the checker reads the zeros
+    # (mismatch), or, where the thread got to copy the answers in before the settle's second read,
+    # sees them change after "done" (runtime_error); never a pass
+    it = item(judged, "finished_after_done")
+    assert it["outcome"] == "failed", f"not caught: {it['outcome']} {it.get('message')}"
+    assert (it["failure"], "timed call" in it["message"]) == ("mismatch", True) or \
+        (it["failure"], "changed after solution() returned" in it["message"]) == ("runtime_error", True), it["message"]

@@ -1,0 +1,183 @@
+"""A size's timed part (rank/timed.py) driven against stand-ins for the two solver processes, in
+one process: the order in which the checker stops them, reads their outputs and does its own
+work. What runs in the candidate process between its windows is modelled as work that happens
+whenever the checker does something while that process is not stopped (a thread it hid, a
+kernel it queued)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from pytest_kernelbench.protocol import Done, TimingSpec
+from pytest_kernelbench.rank import timed
+from pytest_kernelbench.rank.failures import AgreedFailure, ItemFailed
+from pytest_kernelbench.rank.link import Link, Window
+
+N = 64      # elements of the one input tensor; the answer is 2 x the input
+
+
+class Solver(Link):
+    """A solver process: answers from the slots it was lent; `late`: its later calls return zeros
+    and the answers are copied in the next time it runs outside a window."""
+
+    def __init__(self, role: str, log: list, slots: list, late: bool = False):
+        self.role, self.log, self.slots, self.late = role, log, slots, late
+        self.stopped, self.reader = False, object()
+        self.outs: dict[int, list] = {}
+        self.unfinished: list = []
+
+    def stop(self) -> None:
+        if not self.stopped:        # as Link.stop: once
+            self.stopped = True
+            self.log.append(f"stop {self.role}")
+
+    def cont(self) -> None:
+        self.stopped = False
+        self.log.append(f"cont {self.role}")
+
+    def runs(self) -> None:
+        """The checker did something: a process not stopped got to run meanwhile."""
+        if not self.stopped:
+            for out, answer in self.unfinished:
+                out.copy_(answer)
+            self.unfinished.clear()
+
+    def batch(self, calls, first, spin, barrier, timeout, inputs=False, read=True, stop=False) -> Window:
+        assert not self.stopped, f"a {self.role} window started with its process stopped"
+        self.log.append(f"batch {self.role}")
+        outs = []
+        for i in calls:
+            answer = self.slots[i][0] * 2
+            if self.late and i > 0:
+                out = torch.zeros_like(answer)
+                self.unfinished.append((out, answer))
+            else:
+                out = answer
+            outs.append(out)
+        window = Window(0.0001 * len(calls), Done(outputs=[None] * len(calls)), len(calls))
+        self.outs[id(window)] = outs
+        if stop:        # as Link.batch: the moment "done" has come
+            self.stop()
+        return window
+
+    def read(self, window: Window, indices: list[int]) -> dict:
+        self.runs()
+        self.log.append(f"read {self.role}")
+        return {i: self.outs[id(window)][i].clone() for i in indices}
+
+    def release(self) -> None:
+        self.log.append(f"release {self.role}")
+
+    def children(self) -> list[int]:
+        return []
+
+
+class Arena:
+    def __init__(self, nbytes: int):
+        self.base, self.nbytes = torch.zeros(nbytes, dtype=torch.uint8), nbytes
+
+
+def _size_run(late: bool = False):
+    log: list = []
+    slots: list = []        # the lent input sets, as both solvers and the checker see them
+    cand, ref = Solver("candidate", log, slots, late), Solver("reference", log, slots)
+    made = [0]
+
+    def checker_works(what: str) -> None:
+        cand.runs()
+        ref.runs()
+        log.append(what)
+
+    def make_inputs(size, what):
+        checker_works("make inputs")
+        made[0] += 1
+        return (torch.full((N,), float(made[0])) + torch.arange(N, dtype=torch.float32),)
+
+    def call_reference(args, phase, beat=True):
+        checker_works("reference call")
+        return args[0] * 2
+
+    def die(category, message, where, exc=None):
+        raise ItemFailed(category, message, where)
+
+    c = SimpleNamespace(key="k", ref=ref, rank=0, device=torch.device("cpu"), harness=None, make_inputs=make_inputs,
+                        call_reference=call_reference, die=die, agree_max=lambda x: x, agree=lambda x: [x],
+                        barrier=lambda: None, batch_timeout=lambda: 10.0, sync=lambda: checker_works("sync"),
+                        reference_untouched=lambda phase: None, files=SimpleNamespace(heartbeat=lambda text: None))
+    run = SimpleNamespace(c=c, size="small", link=cand, torch=torch, cuda=False, spin=False, record={}, pending=None,
+                          verdict_now=None, lent_layout=[],
+                          job=SimpleNamespace(device="cpu", inplace=False, tolerance={"atol": 0, "rtol": 0},
+                                              timing=TimingSpec.for_device("cpu")))
+
+    def lend(sets, reference=False):
+        # both processes read the sets' descriptions as they come: one stopped would leave a
+        # message of thousands of them filling its socket, and the checker waiting on it
+        assert not (cand.stopped or ref.stopped), "sets lent to a stopped process"
+        log.append(f"lend {len(sets)}")
+        stride = N * 4
+        arena = Arena(len(sets) * stride)
+        run.lent_layout = [(arena, stride)]
+        slots[:] = [(arena.base[k * stride:(k + 1) * stride].view(torch.float32),) for k in range(len(sets))]
+        for slot, s in zip(slots, sets):
+            slot[0].copy_(s[0])
+        return list(slots)
+
+    def inspect(window, indices, phase, first, settle=True):     # as SizeRun.inspect: at "done" if read then
+        return window.outputs if getattr(window, "read_at", None) is not None else run.link.read(window, indices)
+
+    def settled(window, indices, outs, phase, since=None):
+        again = run.link.read(window, indices)
+        if any(not torch.equal(again[i], outs[i]) for i in indices):
+            die("runtime_error", f"{phase}: changed after solution() returned", "candidate")
+
+    def fail_if_any(everyone, phase):
+        bad = [v for v in everyone if v["category"]]
+        if bad:
+            raise AgreedFailure({"category": bad[0]["category"], "message": bad[0]["message"]}, run.record)
+
+    run.lend, run.inspect, run.settled, run.fail_if_any = lend, inspect, settled, fail_if_any
+    run.inputs_after = lambda window, k, lent: lent
+    return run, log
+
+
+def test_each_window_ends_with_its_process_stopped_and_its_checked_outputs_read_before_anything_else(monkeypatch):
+    run, log = _size_run()
+    from pytest_kernelbench.rank import slots as slots_module
+    copy_all = slots_module.compare.copy_all
+    monkeypatch.setattr(slots_module.compare, "copy_all", lambda pairs: (log.append("slots written"), copy_all(pairs)))
+    timed.time_size(run, torch.zeros(N))
+    assert run.record["speedup"] is not None
+    assert [e for e in log if e.startswith("lend ")] == ["lend 24", "lend 100"]     # the probes', then the rounds'
+    batches = [i for i, e in enumerate(log) if e.startswith("batch ")]
+    timed_windows = [i for i in batches if log[i - 1] == f"cont {log[i].split()[1]}"]
+    assert sum(log[i] == "batch candidate" for i in timed_windows) >= run.job.timing.rounds
+    for i in batches:
+        role = log[i].split()[1]
+        if i in timed_windows:      # stopped the moment it is done, its checked outputs read at once
+            assert log[i + 1:i + 3] == [f"stop {role}", f"read {role}"], log[i - 2:i + 4]
+        else:                       # after the timed part (anti-caching passes): read at once
+            assert log[i + 1] == f"read {role}", log[i - 2:i + 3]
+    # while the timed part runs, the candidate process is stopped whenever new values reach the
+    # slots, the checker runs the reference and the reference process runs its window (it runs
+    # outside its windows only while the checker makes new values, before any reaches a slot)
+    first, last = log.index("stop candidate"), timed_windows[-1]
+    candidate_stopped, written = True, 0
+    for e in log[first:last]:
+        if e in ("stop candidate", "cont candidate"):
+            candidate_stopped = e == "stop candidate"
+        elif e in ("slots written", "reference call", "batch reference"):
+            assert candidate_stopped, f"{e} while the candidate process ran"
+            written += e == "slots written"
+    assert written >= run.job.timing.rounds
+
+
+def test_outputs_a_candidate_finishes_after_done_are_read_unfinished():
+    # on the code before read_done and the stopped candidate process, the checker read a window's
+    # outputs only after the round's other window or its own work, and the late copies were in
+    run, log = _size_run(late=True)
+    with pytest.raises(AgreedFailure) as failed:
+        timed.time_size(run, torch.zeros(N))
+    assert failed.value.failure["category"] == "mismatch"
+    assert "timed call" in failed.value.failure["message"]
