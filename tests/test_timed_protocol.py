@@ -2,9 +2,10 @@
 one process: the order in which the checker stops them, reads their outputs and does its own
 work. What runs in the candidate process between its windows is modelled as work that happens
 whenever the checker does something while that process is not stopped (a thread it hid, a
-kernel it queued)."""
+kernel it queued). Last, Link.batch's own stop, against a thread in the process's place."""
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -181,3 +182,46 @@ def test_outputs_a_candidate_finishes_after_done_are_read_unfinished():
         timed.time_size(run, torch.zeros(N))
     assert failed.value.failure["category"] == "mismatch"
     assert "timed call" in failed.value.failure["message"]
+
+
+def test_a_batch_asked_to_stop_stops_the_process_once_done_has_come_before_reading_what_it_said(monkeypatch):
+    # Link.batch itself, against a thread in the candidate process's place: the stop comes after
+    # the process's wake-up byte (so it cannot be stopped before sending it) and before the checker
+    # decodes Done, so a thread it hid has microseconds, not the decoding, to act after "done"
+    import socket
+    import threading
+
+    from pytest_kernelbench.protocol import encode
+    from pytest_kernelbench.rank import link as link_module
+    from pytest_kernelbench.rank.channel import Channel, ControlPage
+
+    events: list = []
+
+    class Stoppable(Link):
+        def stop(self) -> None:
+            events.append("stop")
+
+    def candidate(sock, ctrl):
+        chan = Channel(sock)
+        chan.recv()                 # the Batch
+        chan.wait_poke()            # "go" (CPU batches)
+        ctrl.put_done(1, encode(Done(outputs=[None])))
+        events.append("done")
+        chan.poke()
+
+    real_decode = link_module.decode
+    monkeypatch.setattr(link_module, "decode", lambda data: (events.append("decode"), real_decode(data))[1])
+    for stop in (True, False):
+        events.clear()
+        ours, theirs = socket.socketpair()
+        ctrl = ControlPage()
+        helper = threading.Thread(target=candidate, args=(theirs, ctrl))
+        helper.start()
+        window = Stoppable(os.getpid(), Channel(ours), ctrl).batch([0], first=False, spin=False, barrier=lambda: None,
+                                                                   timeout=10.0, read=False, stop=stop)
+        helper.join()
+        ctrl.close()
+        ours.close()
+        theirs.close()
+        assert window.calls == 1
+        assert events == (["done", "stop", "decode"] if stop else ["done", "decode"])
