@@ -19,6 +19,9 @@
 #                                      size's paired ratio in rounds the reference opened and in rounds
 #                                      the candidate opened (a window right after the checker's restore
 #                                      pass ran slower: rank/slots.py)
+#   bash bench/gpu_split.sh procstat   two self-check runs with bench/procstat_probe.py beside them: each
+#                                      solver process's context switches, faults, CPU time, huge pages
+#                                      and threads, joined with how much slower the reference issued calls
 #   bash bench/gpu_split.sh evidence   the self-check of every W = 1-capable problem (W = 1 copies
 #                                      of references that run alone) at sizes >= 1 MiB, the harness
 #                                      cost per item, the shipped kernels, the primitives example
@@ -134,6 +137,18 @@ evidence() {
   cp $R/inline.json "$OUT/" 2>/dev/null
   log tables
   selfcheck_tables
+}
+
+procstat() {   # the solver processes' /proc figures beside two self-check runs (bench/procstat_probe.py)
+  w1_copies $R/w1
+  for i in 1 2; do
+    rm -rf $R/ps$i; mkdir -p $R/ps$i
+    python3 bench/procstat_probe.py $R/ps$i/sc/jobs $R/ps$i/samples.jsonl & local probe=$!
+    timeout -k 10 -s INT "${KB_RUN_S:-330}" $PT $R/w1 --kb-candidate=reference --kb-report=$R/ps$i/sc.json 2>&1 | tail -1
+    sleep 1; kill $probe
+    cp $R/ps$i/sc.json "$OUT/procstat-$i.json"; cp $R/ps$i/samples.jsonl "$OUT/procstat-$i.jsonl"
+    python3 bench/procstat_probe.py --join $R/ps$i/samples.jsonl $R/ps$i/sc.json
+  done
 }
 
 profile() {   # where a job's time goes: KB_DEV_MARKS timelines and the checkers' cProfile, a few items
@@ -297,6 +312,7 @@ case "$what" in
   profile) profile ;;
   selfcheck) selfcheck ;;
   evidence) evidence ;;
-  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late | hostmem | guards | order"; exit 2 ;;
+  procstat) procstat ;;
+  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late | hostmem | guards | order | procstat"; exit 2 ;;
 esac
 log done
