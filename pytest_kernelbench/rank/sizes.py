@@ -144,18 +144,13 @@ class SizeRun:
         overlap = self.overlaps(window.spans, done.lent)
         if overlap and not self.verdict_now:
             self.verdict_now = (Failure.MISMATCH, overlap)
-        unreadable = window.unreadable
-        if window.read_at is not None and unreadable is None:
-            outs = window.outputs
-        else:
-            try:
-                outs = {} if unreadable else self.link.read(window, indices)
-            except memory.MemoryError_ as e:
-                unreadable = str(e)
-        if unreadable:
-            self.verdict_now = self.verdict_now or (Failure.MISMATCH, f"{unreadable} (return fresh tensors, allocated in "
-                                                                      "the call)")
+        if window.read_at is None:          # not read at "done" (a trial): now
+            self.link.read_done(window, indices)
+        if window.unreadable:
+            self.verdict_now = self.verdict_now or (Failure.MISMATCH, f"{window.unreadable} (return fresh tensors, "
+                                                                      "allocated in the call)")
             return {}
+        outs = window.outputs
         if settle:
             self.settled(window, indices, outs, phase)
         return outs

@@ -93,15 +93,15 @@ def time_size(run: SizeRun, expected: Any) -> None:
         While the solver processes are held, they run while the checker makes the new values
         (freeing what their last windows held, off the next window's path) and are stopped again,
         the windows let settle read again, before any value reaches the slots."""
-        t = time.perf_counter()
+        t, checked = time.perf_counter(), spent["checks"]
         if state.get("held"):
             run.link.cont()
             ref.cont()
         state["slots"].refill(key, calls, keep=first is not None, writing=hold)
-        spent["refill"] += time.perf_counter() - t - state.pop("settle_s", 0.0)
+        spent["refill"] += time.perf_counter() - t - (spent["checks"] - checked)     # the settle's reads are checks
 
     def hold() -> None:
-        state["settle_s"] = settle_pending()
+        settle_pending()
         if state.get("held"):
             run.link.stop()
             ref.stop()
@@ -196,20 +196,17 @@ def time_size(run: SizeRun, expected: Any) -> None:
         elif checked and not settling:
             run.link.release()
 
-    def settle_pending() -> float:
+    def settle_pending() -> None:
         """The windows let settle, read again now (the checker's own work since their first read,
-        the new values it made among it, counted half towards the settle), then released; the
-        seconds it took."""
+        the new values it made among it, counted half towards the settle), then released."""
         if not settling:
-            return 0.0
+            return
         t = time.perf_counter()
         for window in settling:
             run.settled(window, sorted(window.outputs), window.outputs, f"{phase}, timing", since=window.read_at)
         settling.clear()
         run.link.release()
-        took = time.perf_counter() - t
-        spent["checks"] += took
-        return took
+        spent["checks"] += time.perf_counter() - t
 
     lend_slots(min(most, PROBE_CALLS))
     timer = Timing(c.agree_max, c.files.heartbeat, job.timing)
