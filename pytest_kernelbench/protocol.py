@@ -462,6 +462,7 @@ class Done:                          # a batch's end, written to the control pag
     inputs: list = field(default_factory=list)      # Batch.inputs: each call's input set after it, as outputs are
     stamps: list = field(default_factory=list)      # diagnostics only, never trusted: perf_counter at go seen,
                                                     # calls issued, device synchronized, Done written
+    probe_s: float | None = None     # CUDA: seconds a one-element kernel took just before "armed" (foreign.py)
 
 
 @dataclass

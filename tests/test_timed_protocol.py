@@ -28,6 +28,7 @@ class Solver(Link):
         self.stopped, self.reader = False, object()
         self.outs: dict[int, list] = {}
         self.unfinished: list = []
+        self.probe_s = None         # what the process says its probe before a window took (foreign.py)
 
     def stop(self) -> None:
         if not self.stopped:        # as Link.stop: once
@@ -57,7 +58,7 @@ class Solver(Link):
             else:
                 out = answer
             outs.append(out)
-        window = Window(0.0001 * len(calls), Done(outputs=[None] * len(calls)), len(calls))
+        window = Window(0.0001 * len(calls), Done(outputs=[None] * len(calls), probe_s=self.probe_s), len(calls))
         self.outs[id(window)] = outs
         if stop:        # as Link.batch: the moment "done" has come
             self.stop()
@@ -182,6 +183,44 @@ def test_outputs_a_candidate_finishes_after_done_are_read_unfinished():
         timed.time_size(run, torch.zeros(N))
     assert failed.value.failure["category"] == "mismatch"
     assert "timed call" in failed.value.failure["message"]
+
+
+@pytest.mark.parametrize("side, probe_s, fails", [
+    ("reference", 0.0020, True),        # other work held the GPU when every window began
+    ("reference", 0.00008, False),      # an idle GPU
+    ("reference", 0.00116, False),      # slower, still under another context's time slice
+    ("candidate", 0.0024, False),       # the candidate process's own say is not evidence
+])
+def test_the_reference_windows_began_on_a_gpu_other_work_held(side, probe_s, fails):
+    # on the code before rank/foreign.py, nothing looked at the GPU before the reference's windows:
+    # GPU work the candidate left running after "done" (in a second CUDA context, say) passed
+    run, log = _size_run()
+    (run.c.ref if side == "reference" else run.link).probe_s = probe_s
+    if not fails:
+        timed.time_size(run, torch.zeros(N))
+        probe = run.record["timing"]["gpu_probe"][side]
+        assert probe["windows"] > run.job.timing.rounds and probe["slow"] == (probe["windows"] if side == "candidate" else 0)
+        return
+    with pytest.raises(AgreedFailure) as failed:
+        timed.time_size(run, torch.zeros(N))
+    assert failed.value.failure["category"] == "runtime_error"
+    assert failed.value.failure["message"].startswith(f"other GPU work was running when {run.job.timing.rounds + 3} "
+                                                      "of the reference's")
+    assert "left running after" in failed.value.failure["message"]
+
+
+@pytest.mark.parametrize("slow, windows, fails", [(2, 2, False), (3, 3, True), (3, 16, False), (4, 16, True),
+                                                 (2, 67, False), (13, 67, False), (14, 67, True)])
+def test_a_size_fails_when_a_fifth_of_the_reference_windows_began_on_a_busy_gpu(slow, windows, fails):
+    # the speedup is a median over rounds: a few slow probes (host pauses: at most 2 in a size on an
+    # honest H100 run) do not fail a size; a fifth of them, and at least three, do
+    from pytest_kernelbench.rank import foreign
+    tally = foreign.Tally()
+    for k in range(windows):
+        tally.add(0.0021 if k < slow else 0.00006)
+    tally.add(None)         # a CPU window, or a probe that could not run: not counted
+    assert (tally.failure() is not None) == fails
+    assert tally.record() == {"windows": windows, "slow": slow, "slowest_ms": 2.1}
 
 
 def test_a_batch_asked_to_stop_stops_the_process_once_done_has_come_before_reading_what_it_said(monkeypatch):

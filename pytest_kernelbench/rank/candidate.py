@@ -60,6 +60,7 @@ class CandidateProcess:
         self.exported: list[tuple[int, int]] = []      # CUDA allocations already announced: (base, end)
         self.driver: Any = None
         self.sync: Any = None
+        self.probe: Any = None          # CUDA: how long the GPU takes to run a kernel before a window (foreign.py)
         self.pid = os.getpid()
 
     # ---- setup ------------------------------------------------------------------------------------
@@ -76,6 +77,8 @@ class CandidateProcess:
             from .cuda import Driver
             self.driver = Driver()
             self.sync = torch.cuda.synchronize
+            from .foreign import Probe
+            self.probe = Probe(torch, self.device)
         else:
             torch.set_num_threads(1)
             self.device = torch.device("cpu")
@@ -166,13 +169,14 @@ class CandidateProcess:
         collect = not msg.first and gc.isenabled() and os.environ.get("KB_DEV_GC_ON") != "1"
         if collect:
             gc.disable()
+        probe_s = self._probe()
         if msg.spin:
             self.ctrl.mark_armed(seq)
             self.ctrl.spin(0, seq, time.monotonic() + SPIN_LIMIT_S)
         else:
             self.chan.wait_poke()
         t_go = time.perf_counter()
-        done = Done(outputs=[])
+        done = Done(outputs=[], probe_s=probe_s)
         self.forbid.active = not msg.first
         self.shield.armed = True
         new: list[list] = []
@@ -216,6 +220,15 @@ class CandidateProcess:
         self.chan.poke()
         if collect:
             gc.enable()
+
+    def _probe(self) -> float | None:
+        """Before "armed", outside the timed part: is other work holding the GPU?"""
+        if self.probe is None:
+            return None
+        try:
+            return self.probe()
+        except Exception:  # noqa: BLE001 - a candidate may have changed the device or stream under it
+            return None
 
     def _export(self, p: int, new: list[list]) -> None:
         """Announce the CUDA allocation holding device address p, the first time an output lives

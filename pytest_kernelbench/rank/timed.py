@@ -8,7 +8,9 @@ Each solver process runs only in its own windows: it is continued for its batch 
 moment the checker sees "done", and the checked calls' outputs are read then, before the checker
 does anything else (what a candidate finishes after "done", by a hidden thread or a kernel it
 queued, is read unfinished). The checks and the settle's second read come later: the settle
-overlaps the checker's reference calls and its next refill, which count half of it.
+overlaps the checker's reference calls and its next refill, which count half of it. Work left
+running on the GPU that writes no output is seen by a probe of the GPU before each of the
+reference's windows (rank/foreign.py).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol import Failure
-from . import checks, compare
+from . import checks, compare, foreign
 from .failures import ItemFailed
 from .slots import Slots, slot_count
 from .stats import paired_speedup, size_band
@@ -75,6 +77,7 @@ def time_size(run: SizeRun, expected: Any) -> None:
     spent = dict.fromkeys(("refill", "reference", "candidate", "checks"), 0.0)   # where the size's time goes
     phases: dict[str, list[tuple[float, ...]]] = {"reference": [], "candidate": []}   # per window: WINDOW_PARTS
     state: dict[str, Any] = {}
+    gpu = {"reference": foreign.Tally(), "candidate": foreign.Tally()}     # the probe before each window
 
     flush = None
     if run.cuda:
@@ -122,7 +125,7 @@ def time_size(run: SizeRun, expected: Any) -> None:
     def before(side: str) -> None:
         t = time.perf_counter()
         if not state["slots"].before(side, job.inplace) and run.pending is None:
-            run.pending = {"category": Failure.MISMATCH, "message": f"{phase}, timing: the candidate wrote to the "
+            run.pending = {"category": Failure.MISMATCH, "message": "the candidate wrote to the "
                             "inputs it was lent during a timed window (they are read-only)"}
         spent["refill"] += time.perf_counter() - t
 
@@ -155,6 +158,7 @@ def time_size(run: SizeRun, expected: Any) -> None:
             c.die(Failure.RUNTIME_ERROR, f"the reference failed ({phase}, timing): {window.done.failed.get('message')}",
                   "reference")
         ref.release()
+        gpu["reference"].add(window.done.probe_s)
         window_parts(phases["reference"], window)
         spent["reference"] += t_read - t
         spent["checks"] += time.perf_counter() - t_read
@@ -172,6 +176,7 @@ def time_size(run: SizeRun, expected: Any) -> None:
             run.link.stop()
         t_read = time.perf_counter()
         run.link.read_done(window, picked(run, key, calls)[0])
+        gpu["candidate"].add(window.done.probe_s)      # its own: untrusted, shown only
         window_parts(phases["candidate"], window)
         spent["candidate"] += t_read - t
         spent["checks"] += time.perf_counter() - t_read
@@ -225,6 +230,9 @@ def time_size(run: SizeRun, expected: Any) -> None:
         state["held"] = False
         run.link.cont()
         ref.cont()
+    busy = gpu["reference"].failure()
+    if busy and run.pending is None:
+        run.pending = {"category": Failure.RUNTIME_ERROR, "message": busy}
     run.fail_if_any(c.agree(run.pending or {"category": None, "message": None}), f"{phase}, timing")
     timing = {name: summarize(measured["times"][name]) for name in ("reference", "candidate")}
     for name in timing:
@@ -233,7 +241,8 @@ def time_size(run: SizeRun, expected: Any) -> None:
     run.record["timing"] = {**timing, "sets": slots.fresh, "slots": slots.count, "set_bytes": in_bytes + out_bytes,
                              "band_target": measured["band_target"],
                              "spent_s": {k: round(v, 4) for k, v in spent.items()},
-                             "window_us": {name: part_medians(rows) for name, rows in phases.items() if rows}}
+                             "window_us": {name: part_medians(rows) for name, rows in phases.items() if rows},
+                             "gpu_probe": {name: t.record() for name, t in gpu.items() if t.windows}}
     run.record["speedup_of_medians"] = timing["reference"]["median_s"] / max(timing["candidate"]["median_s"], 1e-12)
     run.record["speedup"] = paired_speedup(timing)
     band = size_band(timing)
