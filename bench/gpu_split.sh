@@ -8,7 +8,8 @@
 #                                      timed (the candidate process synchronizes the whole device before
 #                                      "done") or failed, never free; a late write after the trials fails;
 #                                      outputs a hidden thread finishes after "done" (queued copies) fail;
-#                                      a joined control passes
+#                                      a kernel a second CUDA context leaves spinning from "done" until the
+#                                      candidate's next window (linger) fails; a joined control passes
 #   bash bench/gpu_split.sh hostmem    the solver processes' host allocator (rank/hostmem.py): fresh processes
 #                                      with glibc's default thresholds and with the fixed ones, then
 #                                      device_to_host_fifo's self-check at medium and large, each way
@@ -125,7 +126,7 @@ evidence() {
   run_selfcheck
   if [ -f bench/primitives_example.py ]; then
     log "primitives example (issue 23)"
-    timeout -k 10 -s INT 90 python3 bench/primitives_example.py --out "$OUT" 2>&1 | tail -6
+    timeout -k 10 -s INT 150 python3 bench/primitives_example.py --out "$OUT" 2>&1 | tail -6
   fi
   log "shipped kernels and a load_inline candidate"
   timeout -k 10 -s INT "${KB_SHIPPED_S:-100}" $PT $R/w1/collective/all_reduce $R/w1/collective/all_gather \
@@ -172,8 +173,9 @@ PY
   python3 -m pytest_kernelbench.cli overhead $R/profile.json | tail -5
 }
 
-late_candidates() {   # late_candidates DIR: four all_reduce candidates at W = 1 (the sum over one rank is x)
-  for name in unjoined late_zero joined hidden_fill; do mkdir -p "$1/$name/collective"; done
+late_candidates() {   # late_candidates DIR: five all_reduce candidates at W = 1 (the sum over one rank is x)
+  for name in unjoined late_zero joined hidden_fill linger; do mkdir -p "$1/$name/collective"; done
+  cp tests/cheats/gpu_linger.py "$1/linger/collective/all_reduce.py"
   cat > "$1/hidden_fill/collective/all_reduce.py" <<'PY'
 import _thread, time
 import torch
@@ -234,7 +236,7 @@ PY
 late() {
   w1_copy $R/late/w1 collective/all_reduce
   late_candidates $R/late
-  for name in ${KB_LATE:-joined unjoined late_zero hidden_fill}; do
+  for name in ${KB_LATE:-joined unjoined late_zero hidden_fill linger}; do
     log "late work: $name"
     rm -f $R/late-$name.json*
     timeout -k 10 -s INT 150 $PT $R/late/w1 --kb-solutions=$R/late/$name --kb-sizes=small,medium \
