@@ -10,6 +10,7 @@
 #                                      outputs a hidden thread finishes after "done" (queued copies) fail;
 #                                      a kernel a second CUDA context leaves spinning from "done" until the
 #                                      candidate's next window (linger) fails; a joined control passes
+#   bash bench/gpu_split.sh lingergemm the linger candidate on gemm_allreduce at W = 1, whose reference is compute-bound
 #   bash bench/gpu_split.sh hostmem    the solver processes' host allocator (rank/hostmem.py): fresh processes
 #                                      with glibc's default thresholds and with the fixed ones, then
 #                                      device_to_host_fifo's self-check at medium and large, each way
@@ -245,6 +246,19 @@ late() {
   done
 }
 
+lingergemm() {   # the linger cheat on a compute-bound reference: gemm_allreduce at W = 1 (the all-reduce is the identity)
+  w1_copy $R/lg/w1 fusion/gemm_allreduce
+  mkdir -p $R/lg/sol/fusion
+  sed -e 's/^def solution(x):$/def solution(x, w):/' -e 's/^    out = x.clone()$/    out = torch.matmul(x, w)/' \
+      -e 's/s\["n"\] = max(s\["n"\], s\["calls"\])/s["n"] = s["calls"]/' \
+      -e 's/and s\["n"\] > 24:/and s["n"] >= 8:/' tests/cheats/gpu_linger.py > $R/lg/sol/fusion/gemm_allreduce.py
+  grep -c 'torch.matmul(x, w)\|s\["n"\] = s\["calls"\]\|s\["n"\] >= 8' $R/lg/sol/fusion/gemm_allreduce.py
+  rm -f $R/lingergemm.json*
+  timeout -k 10 -s INT 200 $PT $R/lg/w1 --kb-solutions=$R/lg/sol --kb-sizes=small,medium --kb-report=$R/lingergemm.json \
+    2>&1 | grep -E "passed|failed|mismatch|runtime_error" | cut -c1-400 | tail -3
+  cp $R/lingergemm.json "$OUT/" 2>/dev/null
+}
+
 hostmem() {   # the solver processes' host allocator: the probe, then device_to_host_fifo (large) self-checks
   python3 bench/host_alloc_probe.py --procs 8
   [ -d $R/w1/utility/device_to_host_fifo ] || w1_copies $R/w1
@@ -309,12 +323,13 @@ case "$what" in
   order) order ;;
   guards) guards ;;
   late) late ;;
+  lingergemm) lingergemm ;;
   hostmem) hostmem ;;
   smoke) smoke ;;
   profile) profile ;;
   selfcheck) selfcheck ;;
   evidence) evidence ;;
   procstat) procstat ;;
-  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late | hostmem | guards | order | procstat"; exit 2 ;;
+  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late | lingergemm | hostmem | guards | order | procstat"; exit 2 ;;
 esac
 log done
