@@ -132,6 +132,29 @@ def time_size(run: SizeRun, expected: Any) -> None:
     ref = c.ref
     assert ref is not None
 
+    def held_window(link: Any, calls: int, read: bool | list[int], pick: list[int]) -> tuple[Window, float]:
+        """A window of a held solver process, either side's: continued for it, stopped the moment
+        "done" has come, the picked calls' outputs read then (and when that read began)."""
+        link.cont()
+        try:
+            window = link.batch(list(range(calls)), first=False, spin=run.spin, barrier=c.barrier,
+                                timeout=c.batch_timeout(), read=read, stop=True)
+        finally:
+            link.stop()
+        t_read = time.perf_counter()
+        if pick:
+            link.read_done(window, pick)
+        return window, t_read
+
+    def account(side: str, window: Window, t: float, t_read: float) -> float:
+        """A window's share of the size's time (the reads at "done" count as checks), its parts
+        and its GPU probe; its seconds per call."""
+        gpu[side].add(window.done.probe_s)
+        window_parts(phases[side], window)
+        spent[side] += t_read - t
+        spent["checks"] += time.perf_counter() - t_read
+        return window.seconds / window.calls
+
     def reference(calls: int, key: str) -> float:
         """The reference process's window: the candidate's protocol, the same calls on the same
         slots (the candidate stopped meanwhile: none of its threads or children run beside it).
@@ -143,45 +166,23 @@ def time_size(run: SizeRun, expected: Any) -> None:
         # where the checker can read the reference process's memory (CUDA: by IPC); CPU timing
         # checks the protocol's logic only
         pick = picked(run, twin_key(key), calls)[0] if ref.reader is not None else []
-        ref.cont()
         try:
-            window = ref.batch(list(range(calls)), first=False, spin=run.spin, barrier=c.barrier,
-                               timeout=c.batch_timeout(), read=pick, stop=True)
+            window, t_read = held_window(ref, calls, read=pick, pick=pick)
         except ItemFailed as f:
             c.die(Failure.HARNESS_ERROR, f"the reference process, timing: {f.message}", "reference")
-        finally:
-            ref.stop()
-        t_read = time.perf_counter()
-        if pick:
-            ref.read_done(window, pick)
         if window.done.failed:
             c.die(Failure.RUNTIME_ERROR, f"the reference failed ({phase}, timing): {window.done.failed.get('message')}",
                   "reference")
         ref.release()
-        gpu["reference"].add(window.done.probe_s)
-        window_parts(phases["reference"], window)
-        spent["reference"] += t_read - t
-        spent["checks"] += time.perf_counter() - t_read
-        return window.seconds / calls
+        return account("reference", window, t, t_read)
 
     deferred: list = []
 
     def candidate(calls: int, key: str) -> float:
         t = time.perf_counter()
-        run.link.cont()
-        try:
-            window = run.link.batch(list(range(calls)), first=False, spin=run.spin, barrier=c.barrier,
-                                     timeout=c.batch_timeout(), stop=True)
-        finally:
-            run.link.stop()
-        t_read = time.perf_counter()
-        run.link.read_done(window, picked(run, key, calls)[0])
-        gpu["candidate"].add(window.done.probe_s)      # its own: untrusted, shown only
-        window_parts(phases["candidate"], window)
-        spent["candidate"] += t_read - t
-        spent["checks"] += time.perf_counter() - t_read
+        window, t_read = held_window(run.link, calls, read=True, pick=picked(run, key, calls)[0])
         deferred.append((window, key))
-        return window.seconds / calls
+        return account("candidate", window, t, t_read)      # its probe: untrusted, shown only
 
     settling: list = []     # the checked windows let settle, read again after the next refill
 

@@ -8,9 +8,10 @@ values no earlier round used in the inputs, then runs its two windows back to ba
 between a round's windows is where wall-clock jitter gets in: the candidate's checks wait until
 after both). Every call of a window has an input slot of its own (rank/slots.py). The reference's
 window runs in the reference process, the candidate's in the candidate process, both as batches
-(rank/link.py), each process stopped outside its own windows (rank/timed.py). A window is wall time on the checker's clock from a barrier across checkers and
-"go" to the device-synchronized end; a rank's round time is per call; the job's is the max over
-ranks; the reported time is the median over rounds. Where the paired speedup's noise band is
+(rank/link.py), each process stopped outside its own windows (rank/timed.py). A window is wall
+time on the checker's clock from a barrier across checkers and "go" to the device-synchronized
+end; a rank's round time is per call; the job's is the max over ranks; the reported time is the
+median over rounds. Where the paired speedup's noise band is
 wider than +-band_target, rounds continue in pairs up to max_rounds.
 """
 from __future__ import annotations
