@@ -2,7 +2,9 @@
 rank server, torchrun or launch.run_job, the CLI or a tool in a subprocess) must say so with
 `@pytest.mark.e2e` (or a module's `pytestmark`), so that `pytest tests -m "not e2e"` stays the fast
 in-process unit tests. Asking a tool its version (`nvcc --version`: the prompts state the toolchain)
-is not a start that counts. A test that starts one unmarked fails there and then, naming what it started.
+is not a start that counts, nor matplotlib's `fc-list` (it lists the system's fonts once per machine,
+the first time a plot is drawn where it has no font cache yet: a fresh machine's first plot test).
+A test that starts one unmarked fails there and then, naming what it started.
 
 Every process start goes through subprocess.Popen._execute_child or os.fork (multiprocessing's
 fork context, the rank server's zygote forks in its own process, not ours); spawn and forkserver
@@ -45,8 +47,9 @@ def _install() -> None:
     _saved["spawnv_passfds"] = spawnv = multiprocessing.util.spawnv_passfds
 
     def guarded_execute_child(self, args, *rest, **kw):
-        if not isinstance(args, str) and len(args) == 2 and args[1] == "--version":
-            return execute_child(self, args, *rest, **kw)     # a toolchain's version, for a prompt
+        if not isinstance(args, str) and ((len(args) == 2 and args[1] == "--version")     # a toolchain's, for a prompt
+                                          or (args and os.path.basename(str(args[0])) == "fc-list")):
+            return execute_child(self, args, *rest, **kw)
         _record(f"subprocess {args if isinstance(args, str) else ' '.join(map(str, args))}"[:200])
         return execute_child(self, args, *rest, **kw)
 

@@ -322,13 +322,17 @@ def test_4_timed_calls_are_checked(judged):
 
 # ---- 5 -------------------------------------------------------------------------------------------------
 def test_5_an_invisible_thread_cannot_slow_the_reference(judged):
-    """The hog ran in the old rank while the reference did; now the candidate process is stopped
-    (SIGSTOP) during every reference window. CPU times are no speed, but the ratio of the two sides
-    still shows a hog: before the split it read 3-10x."""
+    """The hog ran in the old rank while the reference did: the reference read 3-10x slower (a gloo
+    all_reduce loop beside this hog in one process: 65x). Now the candidate process is stopped
+    (SIGSTOP) during every reference window, so the reference takes what the same reference takes
+    beside the honest control of the same run. CPU times are no speed: on a loaded 2-core machine
+    the honest control's reference alone spreads over 3x between runs (the candidate's ratio to it
+    over 1-3.4x), and the median reference of the two items within 0.6-2.0x of each other."""
     it = judged["items"]["collective/c5_gil_hog"]
     assert it["outcome"] == "passed", explain(it)
-    ratio = it["sizes"][0]["cpu_time_ratio"]
-    assert ratio < 2.5, ratio
+    ref = it["sizes"][0]["timing"]["reference"]["median_s"]
+    control = judged["items"]["collective/honest"]["sizes"][0]["timing"]["reference"]["median_s"]
+    assert ref < 3.0 * control, (ref, control)
 
 
 # ---- 6 -------------------------------------------------------------------------------------------------
