@@ -24,6 +24,10 @@
 #   bash bench/gpu_split.sh procstat   two self-check runs with bench/procstat_probe.py beside them: each
 #                                      solver process's context switches, faults, CPU time, huge pages
 #                                      and threads, joined with how much slower the reference issued calls
+#   bash bench/gpu_split.sh roundlen   the self-check run several times on one machine, with the window's
+#                                      length and the least rounds as dev knobs (KB_ROUNDLEN: variants,
+#                                      with_knobs syntax): the median cost per item, its rounds and the
+#                                      sizes >= 1 MiB within 1.00 +- 0.03, one line a run
 #   bash bench/gpu_split.sh evidence   the self-check of every W = 1-capable problem (W = 1 copies
 #                                      of references that run alone) at sizes >= 1 MiB, the harness
 #                                      cost per item, the shipped kernels, the primitives example
@@ -139,6 +143,22 @@ evidence() {
   cp $R/inline.json "$OUT/" 2>/dev/null
   log tables
   selfcheck_tables
+}
+
+roundlen() {   # the self-check once per variant of the timing knobs, on one machine (see the usage above)
+  w1_copies $R/w1
+  local n=0 v
+  for v in ${KB_ROUNDLEN:-as-is KB_DEV_ROUND_S=0.01,KB_DEV_MIN_ROUNDS=12 as-is KB_DEV_ROUND_S=0.01,KB_DEV_MIN_ROUNDS=12}; do
+    n=$((n + 1))
+    log "self-check $n: $v"
+    with_knobs "$v" timeout -k 10 -s INT "${KB_RUN_S:-330}" $PT $R/w1 --kb-candidate=reference \
+      --kb-report=$R/roundlen-$n.json 2>&1 | tail -1
+    cp $R/roundlen-$n.json "$OUT/" 2>/dev/null
+    echo "$v" > "$OUT/roundlen-$n.variant"
+  done
+  log tables
+  python3 bench/selfcheck_summary.py $(for i in $(seq 1 $n); do echo "$R/roundlen-$i.json=$(cat $OUT/roundlen-$i.variant)"; done)
+  rm -f "$OUT"/roundlen-*.variant
 }
 
 procstat() {   # the solver processes' /proc figures beside two self-check runs (bench/procstat_probe.py)
@@ -330,6 +350,7 @@ case "$what" in
   selfcheck) selfcheck ;;
   evidence) evidence ;;
   procstat) procstat ;;
-  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late | lingergemm | hostmem | guards | order | procstat"; exit 2 ;;
+  roundlen) roundlen ;;
+  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late | lingergemm | hostmem | guards | order | procstat | roundlen"; exit 2 ;;
 esac
 log done

@@ -135,9 +135,13 @@ def _from_dict(cls, data: dict):
 @dataclass
 class TimingSpec:
     enabled: bool = True
-    rounds: int = 16             # rounded up to even (each side first equally often), at least 6
+    rounds: int = 12             # rounded up to even (each side first equally often), at least 6; on GPUs
+                                 # the least: more follow while the band is wide (max_rounds)
     warmup: int = 5
-    round_s: float = 0.025       # target length of one round
+    # target length of one window: fewer calls a window, fewer slots a round fills and restores
+    # (the self-check on one H100: 18-21 ms of the harness's own a round at 10 ms, 25-27 at 25 ms;
+    # median cost per item 3.50-3.59 s against 3.91-4.26; reports/baselines/2026-11-27-roundlen.md)
+    round_s: float = 0.010
     max_iters: int = 5000        # calls per round at most
     thread_wait_s: float = 10.0  # how long a round waits for the candidate's threads
     # every call of a window has an input slot of its own (rank/slots.py); a round fills up to

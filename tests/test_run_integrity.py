@@ -226,6 +226,7 @@ def test_yaml_that_forbids_every_cpu_transport_must_say_so(tmp_path):
 # ---- noise bands and verdicts (pure functions) ----------------------------------------------------
 def test_median_band_uses_order_statistics_of_the_paired_ratios():
     assert metrics.median_band(list(range(1, 17))) == (4, 13)      # 16 rounds: 4th smallest and largest
+    assert metrics.median_band(list(range(1, 13))) == (3, 10)      # 12 (GPUs' least): 3rd (96.1 %)
     assert metrics.median_band([1, 2, 3, 4, 5, 6]) == (1, 6)        # 6 rounds: the extremes (96.9 %)
     assert metrics.median_band([1.0]) is None
 

@@ -121,6 +121,17 @@ def test_timing_that_never_settles_stops_at_max_rounds_and_keeps_its_band():
     assert band[1] / band[0] > 1.06                     # reported as it is: the verdict reads it
 
 
+def test_gpu_defaults_start_from_the_least_rounds_and_a_quiet_size_stops_there(monkeypatch):
+    spec = TimingSpec.for_device("cuda")
+    assert spec.rounds == 12 and spec.max_rounds == 64 and spec.round_s == 0.010
+    measured, band = _noisy_self_check(jitter=0.001, rounds=spec.rounds, max_rounds=spec.max_rounds)
+    assert len(measured["times"]["reference"]) == 12 and 0.97 <= band[0] <= 1.0 <= band[1] <= 1.03
+    # the dev knob moves the least rounds of adaptive timing only; a count the user asked for is exact
+    monkeypatch.setenv("KB_DEV_MIN_ROUNDS", "20")
+    assert Timing(lambda v: v, lambda msg: None, spec).rounds == 20
+    assert Timing(lambda v: v, lambda msg: None, TimingSpec.for_device("cuda", rounds=8)).rounds == 8
+
+
 def test_a_user_round_count_is_exact_on_gpus_too():
     spec = TimingSpec.for_device("cuda", rounds=10)
     assert (spec.rounds, spec.max_rounds) == (10, 0)

@@ -12,7 +12,8 @@ BAND_COVERAGE = 0.95
 def median_band(ratios: list[float], coverage: float = BAND_COVERAGE) -> tuple[float, float] | None:
     """Distribution-free confidence interval of the median of paired ratios: the order statistics
     q_(k) and q_(n+1-k) with the largest k whose two-sided coverage 1 - 2 P(Bin(n, 1/2) < k) is at
-    least `coverage` (n = 16 rounds: the 4th smallest and the 4th largest, 97.9 %)."""
+    least `coverage` (n = 12 rounds: the 3rd smallest and the 3rd largest, 96.1 %; n = 16: the
+    4th, 97.9 %)."""
     q = sorted(r for r in ratios if r is not None and r > 0 and math.isfinite(r))
     n = len(q)
     if n < 2:

@@ -33,7 +33,8 @@ class Timing:
     def __init__(self, agree_max: Callable[[float], float], heartbeat: Callable[[str], None], cfg: TimingSpec):
         self.agree_max = agree_max      # float -> max over ranks
         self.heartbeat = heartbeat
-        rounds = max(5, int(cfg.rounds))
+        adaptive = int(cfg.max_rounds) > int(cfg.rounds)
+        rounds = max(5, int((adaptive and os.environ.get("KB_DEV_MIN_ROUNDS")) or cfg.rounds))     # a dev knob
         self.rounds = rounds + rounds % 2
         self.warmup = max(1, int(cfg.warmup))
         self.round_s = float(os.environ.get("KB_DEV_ROUND_S") or cfg.round_s)     # a dev knob (bench/split_knobs.sh)

@@ -1,0 +1,91 @@
+"""One line per self-check report: items passed, sizes >= 1 MiB within 1.00 +- 0.03 (of scored
+items, and of all: the unscored host-FIFO items' too, as earlier evidence counted them), the
+median harness cost per item, its rounds and the harness's own ms per round; then the same
+rounds replayed with fewer least rounds (the adaptive rule stopped where it would have).
+
+    python bench/selfcheck_summary.py REPORT.json[=LABEL] ...
+
+A benchmark's table, not a test: the figures depend on the machine and its load.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from pytest_kernelbench.cli import overhead  # noqa: E402
+from pytest_kernelbench.metrics import timed_seconds  # noqa: E402
+from pytest_kernelbench.rank.stats import median_band  # noqa: E402
+
+MIB = 1 << 20
+REPLAY_LEAST = (12, 10)
+
+
+def stop_at(ratios: list[float], least: int, band: float, most: int = 64) -> int:
+    """Where the adaptive rule (rank/timing.py: even counts from `least`, band within +-band)
+    stops on these rounds; the rounds' own count where it never would have before they ran out."""
+    for r in range(least, min(len(ratios), most) + 1, 2):
+        b, mid = median_band(ratios[:r]), statistics.median(ratios[:r])
+        if b and b[0] >= mid * (1 - band) and b[1] <= mid * (1 + band):
+            return r
+    return len(ratios)
+
+
+def at_least_mib(size: dict) -> bool:
+    return ((size.get("timing") or {}).get("set_bytes") or 0) >= MIB
+
+
+def summary(doc: dict, least: int | None = None) -> dict:
+    """The report's figures; with `least`, each size's rounds cut where that least count stops."""
+    costs, rounds = [], []
+    within, n, within_all, n_all = 0, 0, 0, 0
+    for item in doc["items"]:
+        if item.get("outcome") != "passed":
+            continue
+        cost, item_rounds = item.get("overhead_s") or 0.0, 0
+        for s in item.get("sizes") or []:
+            t = s.get("timing") or {}
+            ref, cand = (t.get("reference") or {}).get("rounds_s"), (t.get("candidate") or {}).get("rounds_s")
+            if not ref or not cand:
+                continue
+            ratios = [a / b for a, b in zip(ref, cand)]
+            k, x = len(ratios), s.get("speedup")
+            if least is not None and t.get("band_target"):
+                k = stop_at(ratios, least, t["band_target"])
+                spent = sum((t.get("spent_s") or {}).get(p, 0) for p in ("refill", "checks", "reference", "candidate"))
+                own = (spent - timed_seconds(s)) / len(ratios)
+                cost -= (len(ratios) - k) * own
+                x = statistics.median(ratios[:k])
+            item_rounds += k
+            if at_least_mib(s) and x is not None:
+                ok = abs(x - 1.0) <= 0.03
+                n_all, within_all = n_all + 1, within_all + ok
+                if not item.get("unscored"):
+                    n, within = n + 1, within + ok
+        costs.append(cost)
+        rounds.append(item_rounds)
+    passed = sum(i.get("outcome") == "passed" for i in doc["items"])
+    med = overhead.medians(doc) or {}
+    return {"passed": f"{passed}/{len(doc['items'])}", "within": f"{within}/{n}", "within_all": f"{within_all}/{n_all}",
+            "cost": statistics.median(costs) if costs else float("nan"),
+            "rounds": statistics.median(rounds) if rounds else 0, "own_ms": med.get("own_ms_per_round", float("nan"))}
+
+
+def main(argv: list[str]) -> None:
+    print("| report | variant | replayed least rounds | passed | sizes >= 1 MiB within +-0.03: scored | all "
+          "| median cost per item s | median rounds per item | own ms per round |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for arg in argv:
+        path, _, label = arg.partition("=")
+        doc = json.loads(Path(path).read_text())
+        for least in (None, *REPLAY_LEAST):
+            s = summary(doc, least)
+            print(f"| {Path(path).name} | {label or '-'} | {least or 'as run'} | {s['passed']} | {s['within']} | {s['within_all']} | "
+                  f"{s['cost']:.2f} | {s['rounds']:.0f} | {s['own_ms']:.1f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
