@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from pytest_kernelbench.cli import overhead  # noqa: E402
 from pytest_kernelbench.metrics import timed_seconds  # noqa: E402
-from pytest_kernelbench.rank.stats import median_band  # noqa: E402
+from pytest_kernelbench.rank.stats import band_within  # noqa: E402
 
 MIB = 1 << 20
 REPLAY_LEAST = (12, 10)
@@ -28,8 +28,7 @@ def stop_at(ratios: list[float], least: int, band: float, most: int = 64) -> int
     """Where the adaptive rule (rank/timing.py: even counts from `least`, band within +-band)
     stops on these rounds; the rounds' own count where it never would have before they ran out."""
     for r in range(least, min(len(ratios), most) + 1, 2):
-        b, mid = median_band(ratios[:r]), statistics.median(ratios[:r])
-        if b and b[0] >= mid * (1 - band) and b[1] <= mid * (1 + band):
+        if band_within(ratios[:r], band):
             return r
     return len(ratios)
 

@@ -325,7 +325,7 @@ def test_a_timed_window_let_settle_is_read_again_after_the_checkers_next_work_an
     good = torch.full((4,), 2.0)
     # the check compares what was read at "done" and asks for the settle; it reads nothing again itself
     run, window, x, events, sleeps, timed = _checked_window_run(monkeypatch, [good.clone()] * 3, 0.0)
-    assert timed.check_window(run, window, "r1", [(x,)], [(x,)], "size small") is True
+    assert timed.check_window(run, window, timed.picked(run, "r1", window.calls), [(x,)], [(x,)], "size small") is True
     assert events == ["inspect settle=False", "read", "reference"] and run.pending is None
     # read again after the checker's next work (the next round's refill): it counts half of the
     # settle (0.25 x 20 ms), so twice the settle since the first read needs no sleep
@@ -336,7 +336,7 @@ def test_a_timed_window_let_settle_is_read_again_after_the_checkers_next_work_an
     assert events[-2:] == ["sleep", "read"] and 0 < sleeps[0] <= 0.005
     # work deferred past "done" changed the output between the two reads: the item fails
     run, window, x, events, sleeps, timed = _checked_window_run(monkeypatch, [good.clone(), good + 1], 0.0)
-    assert timed.check_window(run, window, "r1", [(x,)], [(x,)], "size small")
+    assert timed.check_window(run, window, timed.picked(run, "r1", window.calls), [(x,)], [(x,)], "size small")
     with pytest.raises(_Died) as died:
         run.settled(window, [0], {0: good}, "size small, timing", since=time.perf_counter() - 0.012)
     assert died.value.args[0] == "runtime_error" and "changed after solution() returned" in died.value.args[1]

@@ -28,6 +28,15 @@ def median_band(ratios: list[float], coverage: float = BAND_COVERAGE) -> tuple[f
     return q[k - 1], q[n - k]
 
 
+def band_within(ratios: list[float], target: float) -> bool:
+    """The median's noise band lies within +-target of the median (adaptive rounds stop here)."""
+    band = median_band(ratios)
+    if not band or not ratios:
+        return False
+    mid = statistics.median(ratios)
+    return band[0] >= mid * (1 - target) and band[1] <= mid * (1 + target)
+
+
 def paired_ratios(timing: dict) -> list[float]:
     """Reference and candidate rounds ran interleaved, so round r of each is one pair measured
     under the same conditions: t_ref,r / t_cand,r."""

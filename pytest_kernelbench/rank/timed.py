@@ -180,8 +180,9 @@ def time_size(run: SizeRun, expected: Any) -> None:
 
     def candidate(calls: int, key: str) -> float:
         t = time.perf_counter()
-        window, t_read = held_window(run.link, calls, read=True, pick=picked(run, key, calls)[0])
-        deferred.append((window, key))
+        choice = picked(run, key, calls)
+        window, t_read = held_window(run.link, calls, read=True, pick=choice[0])
+        deferred.append((window, choice))
         return account("candidate", window, t, t_read)      # its probe: untrusted, shown only
 
     settling: list = []     # the checked windows let settle, read again after the next refill
@@ -192,8 +193,8 @@ def time_size(run: SizeRun, expected: Any) -> None:
         t = time.perf_counter()
         slots = state["slots"]
         checked = bool(deferred)
-        for window, key in deferred:
-            if check_window(run, window, key, slots.lent, slots.priv, phase):
+        for window, choice in deferred:
+            if check_window(run, window, choice, slots.lent, slots.priv, phase):
                 settling.append(window)
         deferred.clear()
         spent["checks"] += time.perf_counter() - t
@@ -269,13 +270,14 @@ def picked(run: SizeRun, key: str, calls: int) -> tuple[list[int], bool]:
     return pick, rng.randrange(SETTLED_EVERY) == 0
 
 
-def check_window(run: SizeRun, window: Window, key: str, lent: list, priv: list, phase: str) -> bool:
+def check_window(run: SizeRun, window: Window, choice: tuple[list[int], bool], lent: list, priv: list,
+                 phase: str) -> bool:
     """A timed window's outputs (call i ran on slot i), the picked calls' as read at "done",
     compared with the reference. True: the window is let settle, its outputs held until the
     caller has them read again (SizeRun.settled, after its next refill: that and the reference
     calls below count towards the settle)."""
     calls = window.calls
-    pick, settle = picked(run, key, calls)
+    pick, settle = choice       # picked() for the window's key, drawn when the window ran
     outs = run.inspect(window, pick, f"{phase}, timing", first=False, settle=False)
     found = run.verdict_now
     for s in pick:

@@ -11,8 +11,8 @@ window runs in the reference process, the candidate's in the candidate process, 
 (rank/link.py), each process stopped outside its own windows (rank/timed.py). A window is wall
 time on the checker's clock from a barrier across checkers and "go" to the device-synchronized
 end; a rank's round time is per call; the job's is the max over ranks; the reported time is the
-median over rounds. Where the paired speedup's noise band is
-wider than +-band_target, rounds continue in pairs up to max_rounds.
+median over rounds. Where the paired speedup's noise band is wider than +-band_target, rounds
+continue in pairs up to max_rounds.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..protocol import TimingSpec
-from .stats import median_band
+from .stats import band_within
 
 PROBE_CALLS = 24
 
@@ -105,11 +105,7 @@ class Timing:
     def settled(self, times: dict[str, list[float]]) -> bool:
         """The paired speedup's noise band lies within +-band_target of its median."""
         ratios = [a / b for a, b in zip(times["reference"], times["candidate"]) if a > 0 and b > 0]
-        band = median_band(ratios)
-        if not band or not ratios:
-            return False
-        mid = statistics.median(ratios)
-        return band[0] >= mid * (1 - self.band_target) and band[1] <= mid * (1 + self.band_target)
+        return band_within(ratios, self.band_target)
 
 
 def summarize(rounds: list[float]) -> dict:
