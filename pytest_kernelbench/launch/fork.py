@@ -35,6 +35,11 @@ if TYPE_CHECKING:
 START_TIMEOUT_S = 120.0      # importing torch on a loaded machine
 SPAWN_TIMEOUT_S = 30.0
 STOP_GRACE_S = 5.0           # after a rank fails, how long the others get to die of SIGTERM
+# after a rank fails, how long the others get to report their own failure before they are stopped:
+# a peer's error (a reset connection) can come first while the rank whose candidate died writes its
+# own, and a rank stopped before it has written is blamed for a timeout (a candidate's os._exit on
+# rank 1 read "timeout" about one run in seven under load)
+PEER_REPORT_S = 0.5
 
 
 class RankServerError(LaunchError):
@@ -193,6 +198,7 @@ class ForkedRanks:
         self.server, self.job_dir, self.nproc = server, Path(job_dir), nproc
         self.exits: dict[int, int] = {}
         self.root: int | None = None
+        self.failed_at: float | None = None
         self.stopped_at: float | None = None
         self.returncode: int | None = None
         self.pids: dict[int, int] = {}
@@ -214,7 +220,10 @@ class ForkedRanks:
                 self.exits[r] = code
                 if code != 0 and self.root is None:
                     self.root = r
-        if self.root is not None and self.stopped_at is None:   # torchrun's way: one fails, all stop
+        if self.root is not None and self.failed_at is None:
+            self.failed_at = time.monotonic()
+        if (self.failed_at is not None and self.stopped_at is None
+                and time.monotonic() - self.failed_at > PEER_REPORT_S):   # torchrun's way: one fails, all stop
             self.stopped_at = time.monotonic()
             self._signal(signal.SIGTERM)
         elif self.stopped_at is not None and time.monotonic() - self.stopped_at > STOP_GRACE_S:
