@@ -194,3 +194,32 @@ def test_a_task_srun_did_not_name_ended_0_only_in_a_step_that_succeeded(tmp_path
     ranks.write_exits()
     facts = ExitFacts.read(layout.exits)
     assert facts is not None and facts.exits == expected and facts.root_cause == (1 if returncode else None)
+
+
+def test_after_a_rank_fails_its_peers_may_report_their_own_failure_before_they_are_stopped(monkeypatch):
+    """A peer's error (a reset connection) can come first while the rank whose candidate died
+    writes its own: the fork launcher stopped every other rank at once, and that rank was blamed
+    for a timeout now and then (exits_on_rank1). The others get PEER_REPORT_S first."""
+    from pytest_kernelbench.launch import fork
+    monkeypatch.setattr(fork, "PEER_REPORT_S", 0.2)
+    codes: dict[int, int] = {11: 3}                       # rank 0 failed; rank 1 still writing its error
+    sent: list[int] = []
+
+    def ranks_now() -> ForkedRanks:
+        ranks = ForkedRanks.__new__(ForkedRanks)
+        ranks.server = types.SimpleNamespace(exit_code=codes.get, alive=lambda: True)
+        ranks.nproc, ranks.pids, ranks.exits = 2, {0: 11, 1: 12}, {}
+        ranks.root = ranks.failed_at = ranks.stopped_at = ranks.returncode = None
+        ranks._signal = sent.append
+        return ranks
+
+    ranks = ranks_now()
+    assert ranks.poll() is None and not sent              # not stopped the moment rank 0 failed
+    codes[12] = 3                                         # rank 1 reports its own failure and exits
+    assert ranks.poll() == 1 and not sent and ranks.exits == {0: 3, 1: 3}
+    # a peer that reports nothing (hung in a collective) is stopped once the time is up
+    codes.pop(12)
+    ranks = ranks_now()
+    assert ranks.poll() is None and not sent
+    time.sleep(0.25)
+    assert ranks.poll() is None and sent == [signal.SIGTERM]
