@@ -207,3 +207,56 @@ def test_unknown_launcher_is_a_usage_error(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "--kb-launcher=mpirun", "--co", "-q"],
                           cwd=tmp_path, capture_output=True, text=True, env=inner_env())
     assert proc.returncode == 4 and "--kb-launcher='mpirun': expected fork, slurm or torchrun" in proc.stderr
+
+
+# a zygote whose loop would sleep 30 s between polls: a rank's exit is reported at once only
+# through its SIGCHLD wake-up; its ranks report what they inherited and leave at once
+WAKE_ZYGOTE = """
+import json, os, signal, sys
+from pytest_kernelbench.rank import checker, zygote
+OUT = sys.argv[1]       # a rank's own argv is its job folder
+def main(argv):
+    fds = {}
+    for n in os.listdir("/proc/self/fd"):
+        try:
+            fds[n] = os.readlink(f"/proc/self/fd/{n}")
+        except OSError:     # the listing's own descriptor, closed by now
+            pass
+    with open(OUT, "w") as f:
+        json.dump({"fds": fds, "sigchld": signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL,
+                   "wakeup": signal.set_wakeup_fd(-1)}, f)
+    os._exit(0)
+checker.main = main
+zygote.IDLE_S = 30.0
+zygote.serve()
+"""
+
+
+@pytest.mark.e2e
+def test_a_ranks_exit_reaches_the_launcher_at_once_and_ranks_inherit_no_wakeup(tmp_path):
+    import json
+    out = tmp_path / "rank.json"
+    proc = subprocess.Popen([sys.executable, "-c", WAKE_ZYGOTE, str(out)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, cwd=str(tmp_path), env={**launch.rank_server().env})
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+
+        def say(msg: dict) -> None:
+            proc.stdin.write((json.dumps(msg) + "\n").encode())
+            proc.stdin.flush()
+        say({"secret": "s"})
+        assert "ready" in json.loads(proc.stdout.readline())
+        say({"secret": "s", "op": "spawn", "id": 1, "job_dir": str(tmp_path), "env": {"PATH": "/usr/bin:/bin"},
+             "cwd": str(tmp_path), "log": str(tmp_path / "rank.log")})
+        pid = json.loads(proc.stdout.readline())["pid"]
+        t0 = time.monotonic()
+        exit_msg = json.loads(proc.stdout.readline())
+        took = time.monotonic() - t0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert exit_msg == {"exit": pid, "code": 0}
+    assert took < 10, f"the exit was reported after {took:.1f} s: the loop slept instead of waking on SIGCHLD"
+    seen = json.loads(out.read_text())
+    assert seen["sigchld"] and seen["wakeup"] == -1, seen
+    assert not [t for t in seen["fds"].values() if t.startswith("pipe:")], seen["fds"]

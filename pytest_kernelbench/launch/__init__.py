@@ -245,8 +245,9 @@ def _wait(ranks: Ranks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout
     activity, last_sample, active_at = Activity(watch_dirs + [str(layout.dir / "scratch")]), 0.0, -1e9
     agent = set(ranks.roots()) if ranks.agent else set()
     timed_out = None
+    idle = getattr(ranks, "idle", None) or time.sleep     # optional in base.Ranks
     while ranks.poll() is None:
-        time.sleep(0.05)
+        idle(0.05)
         now = time.monotonic()
         phases = read_phases(job_dir)
         setup = any(setup_phase(p) for p in phases.values())

@@ -28,6 +28,9 @@ class Ranks(Protocol):
         the others itself (SIGTERM first, so their stack dumps reach their logs)."""
         ...
 
+    # Optional: idle(timeout) waits up to `timeout` s for a rank to exit, so that the launcher's
+    # loop (which polls every 50 ms) sees a job's end at once; without it the loop sleeps.
+
     def wait(self, timeout: float | None = None) -> int:
         """After the ranks were told to stop (or killed by the hunter): the job's status."""
         ...

@@ -57,6 +57,7 @@ class RankServer:
         self._lock = threading.Lock()
         self._ids = 0
         self._ready_pid: int | None = None     # the zygote whose "ready" was read
+        self.exited = threading.Event()        # set on each exit the zygote reports
 
     @property
     def pid(self) -> int | None:
@@ -89,9 +90,11 @@ class RankServer:
             if "exit" in msg:
                 with self._lock:
                     self._exits[int(msg["exit"])] = int(msg["code"])
+                self.exited.set()
             else:
                 self._replies.put(msg)
         self._replies.put(None)
+        self.exited.set()
 
     def _send(self, msg: dict) -> None:
         assert self.proc is not None and self.proc.stdin is not None
@@ -235,6 +238,11 @@ class ForkedRanks:
         if len(self.exits) == self.nproc:
             self.returncode = 1 if self.root is not None else 0
         return self.returncode
+
+    def idle(self, timeout: float) -> None:
+        """Wait up to `timeout` for a rank's exit (the launcher's loop then polls at once)."""
+        self.server.exited.wait(timeout)
+        self.server.exited.clear()
 
     def wait(self, timeout: float | None = None) -> int:
         """After the ranks were killed: their exit codes, or -SIGKILL for those the zygote never
