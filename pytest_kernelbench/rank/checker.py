@@ -18,7 +18,9 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 from ..procs import mark
@@ -106,10 +108,12 @@ class Checker:
         self.torch = torch
         job = self.job
         timeout = datetime.timedelta(seconds=float(job.pg_timeout_s))
+        context = self.context_early() if job.device == "cuda" else None
         self.store = stores.open_store(self.rank, self.world, timeout, self.step_io, float(job.compile_timeout_s))
         mark("checker: store")
         self.start_solvers()
-        if job.device == "cuda":
+        if context is not None:
+            context()
             torch.cuda.set_device(self.local_rank)
             self.device = torch.device("cuda", self.local_rank)
             backend = "nccl"
@@ -137,6 +141,28 @@ class Checker:
         self.reference = load_module(job.reference_path, f"_kb_r_{os.urandom(6).hex()}", register=False)
         self.shared_seed = _takes(getattr(self.harness, "inputs", None), "shared_seed")
         self.phases["init_s"] = time.perf_counter() - t0
+
+    def context_early(self) -> Callable[[], None]:
+        """The checker's CUDA context, made on a thread while the solver processes start and make
+        theirs (about 0.3 s each: side by side, not after them; the solvers were forked before, and
+        the checker forks nothing after). Returns the join, which raises what the thread raised."""
+        torch, failed = self.torch, []
+
+        def make() -> None:
+            try:
+                torch.cuda.set_device(self.local_rank)      # the primary context (current device: per thread)
+                torch.cuda.init()
+            except BaseException as e:  # noqa: BLE001 - raised again where the checker waits for it
+                failed.append(e)
+        thread = threading.Thread(target=make, name="kb-context", daemon=True)
+        thread.start()
+
+        def join() -> None:
+            thread.join()
+            mark("checker: context")
+            if failed:
+                raise failed[0]
+        return join
 
     def agree(self, obj: object) -> list:
         """Every checker's plain-data `obj`, signed with the job's key (the store is reachable by
