@@ -47,4 +47,10 @@ def test_the_reference_process_runs_its_collectives_unwrapped(tmp_path):
     assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
     it = by_problem(doc)["collective/doubled"]
     assert it["outcome"] == "passed", explain(it)
-    assert it["sizes"][0]["timing"]["window_us"]["reference"], "timed through the reference process"
+    timing = it["sizes"][0]["timing"]
+    assert timing["window_us"]["reference"], "timed through the reference process"
+    # a window's parts on the checker's clock too: where the harness's own time per window goes
+    for side in ("reference", "candidate"):
+        parts = timing["window_us"][side]
+        assert {"wake", "close", "read"} <= set(parts) and all(parts[k] >= 0 for k in ("wake", "close", "read")), parts
+    assert 0 < timing["refill_make_s"] <= timing["spent_s"]["refill"], timing

@@ -38,6 +38,7 @@ class Window:
     spans: list[list[tuple[int, int]]] = field(default_factory=list)    # per call: its tensors' bytes, by the checker
     opened: float = 0.0                # perf_counter at "go" and when the checker saw "done" (diagnostics)
     seen: float = 0.0
+    closed: float = 0.0                # perf_counter as batch() returned (diagnostics)
     read_at: float | None = None       # when `outputs` were read (None: not yet)
     unreadable: str | None = None      # why they could not be read then
 
@@ -197,7 +198,7 @@ class Link:
         except ValueError as e:
             raise ItemFailed(Failure.RUNTIME_ERROR, f"the candidate process broke the protocol (outputs described "
                              f"wrongly: {e})", "candidate") from None
-        return Window(seconds, done, len(calls), opened=t0, seen=seen, spans=spans)
+        return Window(seconds, done, len(calls), opened=t0, seen=seen, spans=spans, closed=time.perf_counter())
 
     def alive(self) -> bool:
         """Whether the candidate process still runs (not exited, not a zombie)."""

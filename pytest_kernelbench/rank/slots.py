@@ -20,6 +20,7 @@ sizes (windows of a few ms; the mean of seven items, two runs) and a round's fir
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -55,6 +56,7 @@ class Slots:
         self.fresh_filled = 1     # of which the harness made the first this many (the rest: copies)
         self.kept = False         # whether it kept a pristine copy
         self.dirty: str | None = None   # the side that ran a window since the last refill
+        self.make_s = 0.0         # of the refills' time, the harness making new values (diagnostics)
 
     def refill(self, key: str, calls: int, keep: bool = True, writing: Callable[[], None] | None = None) -> None:
         """Values no earlier round used in the first `calls` slots; `keep`: and a pristine copy of
@@ -63,7 +65,9 @@ class Slots:
         made and before any of them reaches a slot."""
         calls = max(1, min(calls, self.count))
         f = min(calls, self.fresh)
+        t = time.perf_counter()
         made = [self.make(f"round{key}set{k}") for k in range(f)]
+        self.make_s += time.perf_counter() - t
         if writing is not None:
             writing()
         pairs: list = []

@@ -150,9 +150,10 @@ def time_size(run: SizeRun, expected: Any) -> None:
         """A window's share of the size's time (the reads at "done" count as checks), its parts
         and its GPU probe; its seconds per call."""
         gpu[side].add(window.done.probe_s)
-        window_parts(phases[side], window)
+        now = time.perf_counter()
+        window_parts(phases[side], window, t, now - t_read)
         spent[side] += t_read - t
-        spent["checks"] += time.perf_counter() - t_read
+        spent["checks"] += now - t_read
         return window.seconds / window.calls
 
     def reference(calls: int, key: str) -> float:
@@ -243,6 +244,7 @@ def time_size(run: SizeRun, expected: Any) -> None:
     run.record["timing"] = {**timing, "sets": slots.fresh, "slots": slots.count, "set_bytes": in_bytes + out_bytes,
                              "band_target": measured["band_target"],
                              "spent_s": {k: round(v, 4) for k, v in spent.items()},
+                             "refill_make_s": round(slots.make_s, 4),   # of spent_s["refill"]: new values made
                              "window_us": {name: part_medians(rows) for name, rows in phases.items() if rows},
                              "gpu_probe": {name: t.record() for name, t in gpu.items() if t.windows}}
     run.record["speedup_of_medians"] = timing["reference"]["median_s"] / max(timing["candidate"]["median_s"], 1e-12)

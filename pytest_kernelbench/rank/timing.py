@@ -113,18 +113,23 @@ def summarize(rounds: list[float]) -> dict:
     return {"median_s": statistics.median(rounds), "min_s": min(rounds), "max_s": max(rounds), "rounds_s": rounds}
 
 
-WINDOW_PARTS = ("go", "calls", "sync", "epilogue", "seen")   # a window's parts, by the clock of the side that ran it
+# a window's parts: by the clock of the side that ran it (go .. seen), then by the checker's own
+WINDOW_PARTS = ("go", "calls", "sync", "epilogue", "seen", "wake", "close", "read")
 
 
-def window_parts(rows: list[tuple[float, ...]], window: Any) -> None:
-    """A window's parts by the clock of the process that ran it (untrusted: diagnosis only)."""
+def window_parts(rows: list[tuple[float, ...]], window: Any, started: float, read_s: float) -> None:
+    """A window's parts (the solver's clock: untrusted, diagnosis only; the checker's: `started`,
+    when it began the window, and `read_s`, its reading of outputs at "done")."""
     st = window.done.stamps
     if len(st) == 4:
-        rows.append((st[0] - window.opened, st[1] - st[0], st[2] - st[1], st[3] - st[2], window.seen - st[3]))
+        rows.append((st[0] - window.opened, st[1] - st[0], st[2] - st[1], st[3] - st[2], window.seen - st[3],
+                     window.opened - started, window.closed - window.seen, read_s))
 
 
 def part_medians(rows: list[tuple[float, ...]]) -> dict:
     """Median microseconds per window of each part (go: "go" to the candidate taking it; calls: issuing
     them; sync: the device finishing; epilogue: describing the outputs and the checks in-process; seen:
-    Done written to the checker seeing it)."""
+    Done written to the checker seeing it; wake: the checker continuing the process and sending the
+    batch to "go" (the process's probe of the GPU and its "armed" among it); close: "done" seen to the
+    process stopped and its description of the outputs decoded; read: the outputs read at "done")."""
     return {name: round(statistics.median(r[k] for r in rows) * 1e6, 1) for k, name in enumerate(WINDOW_PARTS)}
