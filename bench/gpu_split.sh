@@ -26,8 +26,12 @@
 #                                      and threads, joined with how much slower the reference issued calls
 #   bash bench/gpu_split.sh roundlen   the self-check run several times on one machine, with the window's
 #                                      length and the least rounds as dev knobs (KB_ROUNDLEN: variants,
-#                                      with_knobs syntax): the median cost per item, its rounds and the
-#                                      sizes >= 1 MiB within 1.00 +- 0.03, one line a run
+#                                      with_knobs syntax; KB_ITEMS: only these W = 1 items, e.g.
+#                                      "collective/all_reduce utility/zero1_adam_step"): the median cost
+#                                      per item, its rounds, the sizes >= 1 MiB within 1.00 +- 0.03 and
+#                                      the share of slow windows, one line a run
+#   bash bench/gpu_split.sh jitter     each vCPU's stalls of a busy thread (bench/cpu_jitter.py) before and
+#                                      after roundlen's self-check (KB_ROUNDLEN, KB_ITEMS)
 #   bash bench/gpu_split.sh evidence   the self-check of every W = 1-capable problem (W = 1 copies
 #                                      of references that run alone) at sizes >= 1 MiB, the harness
 #                                      cost per item, the shipped kernels, the primitives example
@@ -147,11 +151,12 @@ evidence() {
 
 roundlen() {   # the self-check once per variant of the timing knobs, on one machine (see the usage above)
   w1_copies $R/w1
-  local n=0 v
+  local n=0 v items=$R/w1
+  [ -n "${KB_ITEMS:-}" ] && items=$(for i in $KB_ITEMS; do echo $R/w1/$i; done)
   for v in ${KB_ROUNDLEN:-as-is KB_DEV_ROUND_S=0.01,KB_DEV_MIN_ROUNDS=12 as-is KB_DEV_ROUND_S=0.01,KB_DEV_MIN_ROUNDS=12}; do
     n=$((n + 1))
     log "self-check $n: $v"
-    with_knobs "$v" timeout -k 10 -s INT "${KB_RUN_S:-330}" $PT $R/w1 --kb-candidate=reference \
+    with_knobs "$v" timeout -k 10 -s INT "${KB_RUN_S:-330}" $PT $items --kb-candidate=reference \
       --kb-report=$R/roundlen-$n.json 2>&1 | tail -1
     cp $R/roundlen-$n.json "$OUT/" 2>/dev/null
     echo "$v" > "$OUT/roundlen-$n.variant"
@@ -159,6 +164,12 @@ roundlen() {   # the self-check once per variant of the timing knobs, on one mac
   log tables
   python3 bench/selfcheck_summary.py $(for i in $(seq 1 $n); do echo "$R/roundlen-$i.json=$(cat $OUT/roundlen-$i.variant)"; done)
   rm -f "$OUT"/roundlen-*.variant
+}
+
+jitter() {   # each vCPU's stalls of a busy thread (bench/cpu_jitter.py) before and after roundlen's self-check
+  python3 bench/cpu_jitter.py --out "$OUT/jitter-before.json"
+  roundlen
+  python3 bench/cpu_jitter.py --out "$OUT/jitter-after.json"
 }
 
 procstat() {   # the solver processes' /proc figures beside two self-check runs (bench/procstat_probe.py)
@@ -350,6 +361,7 @@ case "$what" in
   selfcheck) selfcheck ;;
   evidence) evidence ;;
   procstat) procstat ;;
+  jitter) jitter ;;
   roundlen) roundlen ;;
   *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late | lingergemm | hostmem | guards | order | procstat | roundlen"; exit 2 ;;
 esac

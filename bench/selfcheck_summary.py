@@ -1,6 +1,7 @@
 """One line per self-check report: items passed, sizes >= 1 MiB within 1.00 +- 0.03 (of scored
 items, and of all: the unscored host-FIFO items' too, as earlier evidence counted them), the
-median harness cost per item, its rounds and the harness's own ms per round; then the same
+median harness cost per item, its rounds, the harness's own ms per round and the share of
+windows over 3 % longer than their side's median (the machine's noise); then the same
 rounds replayed with fewer least rounds (the adaptive rule stopped where it would have).
 
     python bench/selfcheck_summary.py REPORT.json[=LABEL] ...
@@ -22,6 +23,7 @@ from pytest_kernelbench.rank.stats import band_within  # noqa: E402
 
 MIB = 1 << 20
 REPLAY_LEAST = (12, 10)
+SLOW = 1.03     # a window this much longer than its side's median counts as slow (the rounds' rounds as run)
 
 
 def stop_at(ratios: list[float], least: int, band: float, most: int = 64) -> int:
@@ -41,6 +43,7 @@ def summary(doc: dict, least: int | None = None) -> dict:
     """The report's figures; with `least`, each size's rounds cut where that least count stops."""
     costs, rounds = [], []
     within, n, within_all, n_all = 0, 0, 0, 0
+    slow, windows = 0, 0
     for item in doc["items"]:
         if item.get("outcome") != "passed":
             continue
@@ -51,6 +54,9 @@ def summary(doc: dict, least: int | None = None) -> dict:
             if not ref or not cand:
                 continue
             ratios = [a / b for a, b in zip(ref, cand)]
+            for side in (ref, cand):      # the machine's noise: windows over 3 % longer than their side's median
+                mid = statistics.median(side)
+                slow, windows = slow + sum(x > SLOW * mid for x in side), windows + len(side)
             k, x = len(ratios), s.get("speedup")
             if least is not None and t.get("band_target"):
                 k = stop_at(ratios, least, t["band_target"])
@@ -70,20 +76,21 @@ def summary(doc: dict, least: int | None = None) -> dict:
     med = overhead.medians(doc) or {}
     return {"passed": f"{passed}/{len(doc['items'])}", "within": f"{within}/{n}", "within_all": f"{within_all}/{n_all}",
             "cost": statistics.median(costs) if costs else float("nan"),
-            "rounds": statistics.median(rounds) if rounds else 0, "own_ms": med.get("own_ms_per_round", float("nan"))}
+            "rounds": statistics.median(rounds) if rounds else 0, "own_ms": med.get("own_ms_per_round", float("nan")),
+            "slow": slow / windows if windows else float("nan")}
 
 
 def main(argv: list[str]) -> None:
     print("| report | variant | replayed least rounds | passed | sizes >= 1 MiB within +-0.03: scored | all "
-          "| median cost per item s | median rounds per item | own ms per round |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| median cost per item s | median rounds per item | own ms per round | slow windows |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for arg in argv:
         path, _, label = arg.partition("=")
         doc = json.loads(Path(path).read_text())
         for least in (None, *REPLAY_LEAST):
             s = summary(doc, least)
             print(f"| {Path(path).name} | {label or '-'} | {least or 'as run'} | {s['passed']} | {s['within']} | {s['within_all']} | "
-                  f"{s['cost']:.2f} | {s['rounds']:.0f} | {s['own_ms']:.1f} |")
+                  f"{s['cost']:.2f} | {s['rounds']:.0f} | {s['own_ms']:.1f} | {s['slow']:.0%} |")
 
 
 if __name__ == "__main__":
