@@ -33,11 +33,21 @@ def _proc_stat(pid: int):
 
 
 def _has_token(pid: int, token: bytes) -> bool:
+    """The job's token in the process's environment, read through any of its threads (once the
+    main thread has exited, /proc/<pid>/environ can no longer be read; its other threads' can)."""
     try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return token in f.read()
+        tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return False
+    for tid in [str(pid)] + [t for t in tids if t != str(pid)]:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/environ", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        if data:
+            return token in data
+    return False
 
 
 def _pids():
@@ -99,7 +109,9 @@ class ProcessHunter:
             for pid in left:
                 if _signal(pid, signal.SIGKILL):
                     killed.append(pid)
-            time.sleep(0.1)
+            gone_by = time.monotonic() + 0.1       # a SIGKILL lands within microseconds; a fork may not
+            while time.monotonic() < gone_by and any(alive(p) for p in left):
+                time.sleep(0.002)
         self.reap()
         return sorted(set(killed))
 
@@ -128,12 +140,26 @@ def become_subreaper() -> bool:
     return _SUBREAPER[0]
 
 
+PF_EXITING = 0x4       # task flag: the thread is in exit and never returns to user space
+
+
 def alive(pid: int) -> bool:
+    """Whether any thread of the process can still run its code. The main thread's state alone
+    is not enough: once it has exited (pthread_exit) /proc shows the process as a zombie while its
+    other threads run on; a thread already exiting (a SIGKILL taken) counts as gone."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return False
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+        except OSError:     # a thread that just ended
+            continue
+        if rest[0] not in ("Z", "X") and not int(rest[6]) & PF_EXITING:
+            return True
+    return False
 
 
 def _signal(pid: int, sig: int) -> bool:

@@ -85,6 +85,24 @@ def by_problem(doc: dict) -> dict[str, dict]:
     return {i["problem"]: i for i in doc["items"]}
 
 
+def _running_thread(pid: str) -> str | None:
+    """/proc path of a thread of the process that is not a zombie, or None (its own oracle, not
+    the plugin's: once the main thread has exited, /proc/<pid> itself shows a zombie whose
+    environment and working directory cannot be read, while its other threads run on)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                    return f"/proc/{pid}/task/{tid}"
+        except OSError:
+            pass
+    return None
+
+
 def leftover_processes(marker: str) -> list[str]:
     """Processes whose command line, environment or working directory mentions `marker` (a tmp
     path of the test). A rank forked by the rank server shows the zygote's command line and
@@ -94,15 +112,15 @@ def leftover_processes(marker: str) -> list[str]:
     for pid in os.listdir("/proc"):
         if not pid.isdigit() or int(pid) == me:
             continue
+        where = _running_thread(pid)
+        if where is None:
+            continue
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
+            with open(f"{where}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue
-            with open(f"/proc/{pid}/environ", "rb") as f:
+            with open(f"{where}/environ", "rb") as f:
                 env = f.read().decode(errors="replace")
-            cwd = os.readlink(f"/proc/{pid}/cwd")
+            cwd = os.readlink(f"{where}/cwd")
         except OSError:
             continue
         if marker in cmd or marker in env or cwd.startswith(marker):

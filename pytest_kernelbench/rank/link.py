@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..procs import alive
 from ..protocol import Batch, CandidateInit, Done, Exit, Failed, Failure, Imported, Ready, Release, SpecError, StorePort, decode
 from . import outputs
 from .channel import Channel, ChannelClosed, ControlPage
@@ -291,7 +292,7 @@ class Link:
                 try:
                     with open(f"/proc/{name}/stat") as f:
                         rest = f.read().rsplit(")", 1)[1].split()
-                    if rest[0] != "Z":
+                    if alive(int(name)):
                         stats[int(name)] = int(rest[1])
                 except (OSError, IndexError):
                     pass
@@ -383,8 +384,4 @@ def _task_children(pid: int) -> list[int]:
 
 
 def _living(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
+    return alive(pid)

@@ -59,6 +59,7 @@ def _spawn(req: dict, out_fd: int, in_fd: int, wake: tuple[int, int]) -> int:
 def _reap_children() -> list[int]:
     """SIGKILL every living child of this process (ranks of a finished job, or anything a
     candidate left re-parented here); their exits are reported as usual."""
+    from ..procs import alive
     me, killed = os.getpid(), []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -68,7 +69,7 @@ def _reap_children() -> list[int]:
                 rest = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(rest[1]) == me and rest[0] != "Z":
+        if int(rest[1]) == me and alive(int(name)):
             try:
                 os.kill(int(name), signal.SIGKILL)
                 killed.append(int(name))

@@ -97,6 +97,19 @@ _child = subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: time
 def solution(x):
     return _p2p_sum(x)
 ''',
+    # the same child with its main thread gone (pthread_exit) and a thread of it running on: /proc
+    # shows its main thread, and so the process, as a zombie; a liveness test that read only that
+    # missed it during the calls and after the job
+    "c2_headless_child": HONEST + """
+import subprocess, sys, time
+_CHILD = ("import ctypes, threading, time\\n"
+          "threading.Thread(target=lambda: [time.sleep(0.05) for _ in iter(int, 1)]).start()\\n"
+          "time.sleep(0.2)\\nctypes.CDLL(None).pthread_exit(None)\\n")
+_child = subprocess.Popen([sys.executable, "-c", _CHILD])
+time.sleep(1.0)         # its main thread is gone before the first call
+def solution(x):
+    return _p2p_sum(x)
+""",
     # ---- 3. the reference's path rewritten: the wrapper's captured all_reduce becomes a no-op ----------
     "c3_noop_reference": HONEST + '''
 def _noop(*a, **k):
@@ -290,6 +303,8 @@ def test_the_honest_control_passes_beside_the_cheats(judged):
     it = judged["items"]["collective/honest"]
     assert it["outcome"] == "passed", explain(it)
     assert "landlock" in " ".join(it.get("isolation") or []), it.get("isolation")
+    # the job ended at its done marks and its own processes were killed then: none is a stray
+    assert not it.get("killed_strays"), it.get("killed_strays")
 
 
 # ---- 1 -------------------------------------------------------------------------------------------------
@@ -308,6 +323,11 @@ def test_2_there_is_no_harness_marker_to_hide_behind(judged):
 
 def test_2_a_child_alive_during_a_call_fails_the_item(judged):
     caught(judged, "c2_child_does_it", "forbidden_call", "still alive after the call")
+
+
+def test_2_a_child_whose_main_thread_exited_is_still_alive(judged):
+    caught(judged, "c2_headless_child", "forbidden_call", "still alive after the call")
+    # and it is gone after the job: test_nothing_is_left_running looks at every thread too
 
 
 # ---- 3 -------------------------------------------------------------------------------------------------
