@@ -210,6 +210,7 @@ def test_after_a_rank_fails_its_peers_may_report_their_own_failure_before_they_a
         ranks.server = types.SimpleNamespace(exit_code=codes.get, alive=lambda: True)
         ranks.nproc, ranks.pids, ranks.exits = 2, {0: 11, 1: 12}, {}
         ranks.root = ranks.failed_at = ranks.stopped_at = ranks.returncode = None
+        ranks.job_dir, ranks.ended_early = Path("/nonexistent"), False
         ranks._signal = sent.append
         return ranks
 
@@ -223,3 +224,31 @@ def test_after_a_rank_fails_its_peers_may_report_their_own_failure_before_they_a
     assert ranks.poll() is None and not sent
     time.sleep(0.25)
     assert ranks.poll() is None and sent == [signal.SIGTERM]
+
+
+def test_a_job_ends_at_its_done_marks_without_waiting_out_the_ranks_exits(tmp_path):
+    """Every checker writes its done mark last, after the result: the fork launcher ends the job
+    there (the ranks' CUDA teardowns then overlap the next job's start), but never while a mark is
+    missing or once a rank has failed."""
+    from pytest_kernelbench.protocol import JobLayout
+    codes: dict[int, int] = {}
+
+    def ranks_now() -> ForkedRanks:
+        ranks = ForkedRanks.__new__(ForkedRanks)
+        ranks.server = types.SimpleNamespace(exit_code=codes.get, alive=lambda: True)
+        ranks.nproc, ranks.pids, ranks.exits = 2, {0: 11, 1: 12}, {}
+        ranks.root = ranks.failed_at = ranks.stopped_at = ranks.returncode = None
+        ranks.job_dir, ranks.ended_early = tmp_path, False
+        ranks._signal = lambda sig: None
+        return ranks
+
+    layout = JobLayout(tmp_path)
+    layout.marks.mkdir(parents=True)
+    layout.done(0).write_text("mark")
+    ranks = ranks_now()
+    assert ranks.poll() is None and not ranks.ended_early          # rank 1 has not written its mark
+    layout.done(1).write_text("mark")
+    assert ranks.poll() == 0 and ranks.ended_early and ranks.exits == {}
+    codes[11] = 3                                                   # a rank that failed: judged by its exit
+    ranks = ranks_now()
+    assert ranks.poll() is None and not ranks.ended_early and ranks.root == 0

@@ -183,6 +183,11 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     else:
         facts.killed = hunter.kill_all(grace_s=0.0, terminate_root=False)   # strays a candidate left (children, daemons)
     facts.killed += ranks.finish()
+    if getattr(ranks, "ended_early", False):      # optional in base.Ranks
+        # the job's own processes, killed because the launcher did not wait out their exits, are no strays
+        trusted, candidates = _job_pids(layout, nproc)
+        own = set(ranks.roots()) | trusted | set(candidates.values())
+        facts.killed = [p for p in facts.killed if p not in own]
     mark("launch: strays killed")
     facts.returncode = ranks.returncode
     ranks.write_exits()
@@ -246,10 +251,12 @@ def _wait(ranks: Ranks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout
     agent = set(ranks.roots()) if ranks.agent else set()
     timed_out = None
     idle = getattr(ranks, "idle", None) or time.sleep     # optional in base.Ranks
+    finishing = False
     while ranks.poll() is None:
-        idle(0.05)
+        idle(0.005 if finishing else 0.05)      # the last phase: its end is looked for closely
         now = time.monotonic()
         phases = read_phases(job_dir)
+        finishing = len(phases) == ranks.nproc and all(p == "finish" for p in phases.values())
         setup = any(setup_phase(p) for p in phases.values())
         if setup and now - last_sample >= ACTIVITY_EVERY_S:
             checkers, candidates = _job_pids(layout, ranks.nproc)

@@ -30,6 +30,8 @@ class Ranks(Protocol):
 
     # Optional: idle(timeout) waits up to `timeout` s for a rank to exit, so that the launcher's
     # loop (which polls every 50 ms) sees a job's end at once; without it the loop sleeps.
+    # Optional: ended_early (bool), True once poll() returned 0 at every rank's done mark, before
+    # the ranks exited: the launcher kills them then, and does not count them as strays.
 
     def wait(self, timeout: float | None = None) -> int:
         """After the ranks were told to stop (or killed by the hunter): the job's status."""

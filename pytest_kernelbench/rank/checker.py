@@ -68,6 +68,7 @@ class Checker:
             pids = [self.link.pid] + ([self.ref.pid] if self.ref else [])     # both: a window costs both alike
             self.watch = EnvWatch(pids, 0.02 if self.job.device == "cuda" else 0.05)
             self.link.own.add(self.watch.watcher)
+            self.files.pids(os.getpid(), self.link.pid, self.ref.pid if self.ref else 0, self.watch.watcher)
 
     def fetch_secret(self) -> None:
         """The job's key and input nonce, from the launcher's socket: it answers only the checkers

@@ -31,8 +31,10 @@ class JobFiles:
         self.beats += 1
         os.pwrite(self._hb, heartbeat_record(self.beats, time.time(), phase), 0)
 
-    def pids(self, checker: int, candidate: int, reference: int = 0):
-        atomic_write(self.layout.pids(self.rank), f"{checker} {candidate} {reference}\n")
+    def pids(self, checker: int, candidate: int, reference: int = 0, *helpers: int):
+        """The rank's processes: its checker, candidate process, reference process and the checker's
+        helpers (its environment watcher); all but the candidate process are trusted."""
+        atomic_write(self.layout.pids(self.rank), " ".join(map(str, (checker, candidate, reference, *helpers))) + "\n")
 
     def error(self, category: str, message: str, where: str, exc: BaseException | None = None, tb: str = ""):
         tail = tb or ("".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:] if exc else "")
