@@ -225,16 +225,16 @@ ACTIVITY_HOLD_S = 3.0
 
 
 def _job_pids(layout: JobLayout, nproc: int) -> tuple[set[int], dict[int, int]]:
-    """(trusted pids: checkers and their reference processes, rank -> candidate pid), as each
-    checker wrote them (hb/pids<R>: checker, candidate, reference)."""
+    """(trusted pids: checkers, their reference processes and helpers, rank -> candidate pid), as
+    each checker wrote them (hb/pids<R>: checker, candidate, reference, helpers...)."""
     checkers, candidates = set(), {}
     for r in range(nproc):
         try:
-            checker, candidate, *reference = (int(x) for x in layout.pids(r).read_text().split())
+            checker, candidate, *others = (int(x) for x in layout.pids(r).read_text().split())
         except (OSError, ValueError):
             continue
         checkers.add(checker)
-        checkers.update(p for p in reference if p > 0)
+        checkers.update(p for p in others if p > 0)
         candidates[r] = candidate
     return checkers, candidates
 
