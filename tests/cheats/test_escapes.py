@@ -192,7 +192,7 @@ def _hog():
     while True:
         if not _busy[0]:
             t = time.perf_counter()
-            while time.perf_counter() - t < 0.002:      # spin in Python: the GIL is ours
+            while time.perf_counter() - t < 0.05:       # spin in Python: the GIL is ours for 50 ms
                 pass
         time.sleep(0)
 sys.setswitchinterval(0.05)
@@ -342,17 +342,18 @@ def test_4_timed_calls_are_checked(judged):
 
 # ---- 5 -------------------------------------------------------------------------------------------------
 def test_5_an_invisible_thread_cannot_slow_the_reference(judged):
-    """The hog ran in the old rank while the reference did: the reference read 3-10x slower (a gloo
-    all_reduce loop beside this hog in one process: 65x). Now the candidate process is stopped
-    (SIGSTOP) during every reference window, so the reference takes what the same reference takes
-    beside the honest control of the same run. CPU times are no speed: on a loaded 2-core machine
-    the honest control's reference alone spreads over 3x between runs (the candidate's ratio to it
-    over 1-3.4x), and the median reference of the two items within 0.6-2.0x of each other."""
+    """The hog ran in the old rank while the reference did: the reference read 3-10x slower with a
+    hog that let go every 2 ms (a gloo all_reduce loop beside it in one process: 65x); this one
+    holds the GIL 50 ms at a time, which a call of about 1 ms beside it would wait out. Now the
+    candidate process is stopped (SIGSTOP) during every reference window, so the reference takes
+    what the same reference takes beside the honest control of the same run. CPU times are no
+    speed: on a loaded 2-core machine the median reference of the two items read within 0.6-3.8x
+    of each other (CI, three xdist workers)."""
     it = judged["items"]["collective/c5_gil_hog"]
     assert it["outcome"] == "passed", explain(it)
     ref = it["sizes"][0]["timing"]["reference"]["median_s"]
     control = judged["items"]["collective/honest"]["sizes"][0]["timing"]["reference"]["median_s"]
-    assert ref < 3.0 * control, (ref, control)
+    assert ref < 8.0 * control, (ref, control)
 
 
 # ---- 6 -------------------------------------------------------------------------------------------------
