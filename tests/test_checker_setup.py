@@ -1,5 +1,5 @@
-"""The checker's setup pieces that run in-process (rank/checker.py): its CUDA context made on a
-thread while the solver processes start, against a stand-in torch (no GPU here)."""
+"""The checker's setup pieces that run in-process: its CUDA context made on a thread while the
+solver processes start (rank/cuda.py: context_on_thread), against a stand-in torch (no GPU here)."""
 from __future__ import annotations
 
 import threading
@@ -7,14 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_kernelbench.rank.checker import Checker
+from pytest_kernelbench.rank.cuda import context_on_thread
 
 
-def _checker(set_device) -> Checker:
-    c = Checker.__new__(Checker)
-    c.local_rank = 3
-    c.torch = SimpleNamespace(cuda=SimpleNamespace(set_device=set_device, init=lambda: None))
-    return c
+def _context(set_device):
+    torch = SimpleNamespace(cuda=SimpleNamespace(set_device=set_device, init=lambda: None))
+    return context_on_thread(torch, 3)
 
 
 def test_the_checkers_context_is_made_beside_the_callers_work_and_joined_before_use():
@@ -24,7 +22,7 @@ def test_the_checkers_context_is_made_beside_the_callers_work_and_joined_before_
         started.set()
         release.wait(10)        # a context takes ~0.3 s: the caller goes on meanwhile
         seen.append((d, threading.get_ident()))
-    join = _checker(set_device).context_early()
+    join = _context(set_device)
     assert started.wait(10)
     assert not seen, "the caller went on while the context was being made"
     release.set()
@@ -35,6 +33,6 @@ def test_the_checkers_context_is_made_beside_the_callers_work_and_joined_before_
 def test_a_context_that_cannot_be_made_fails_where_the_checker_waits_for_it():
     def set_device(d):
         raise RuntimeError("CUDA error: no CUDA-capable device is detected")
-    join = _checker(set_device).context_early()
+    join = _context(set_device)
     with pytest.raises(RuntimeError, match="no CUDA-capable device"):
         join()

@@ -136,6 +136,7 @@ def test_a_rank_that_died_without_a_word_is_named_with_its_exit_code(tmp_path, l
     if launcher == "fork":
         ranks = ForkedRanks.__new__(ForkedRanks)      # the state a finished job leaves, without a zygote
         ranks.job_dir, ranks.exits, ranks.root, ranks.pids = tmp_path, {0: -signal.SIGTERM, 1: 9}, 1, {0: 11, 1: 12}
+        ranks.layout = layout
     else:
         (layout.logs / "torchrun.log").write_text(SUMMARY)
         ranks = TorchrunRanks.__new__(TorchrunRanks)
@@ -211,6 +212,7 @@ def test_after_a_rank_fails_its_peers_may_report_their_own_failure_before_they_a
         ranks.nproc, ranks.pids, ranks.exits = 2, {0: 11, 1: 12}, {}
         ranks.root = ranks.failed_at = ranks.stopped_at = ranks.returncode = None
         ranks.job_dir, ranks.ended_early = Path("/nonexistent"), False
+        ranks.layout = JobLayout(ranks.job_dir)
         ranks._signal = sent.append
         return ranks
 
@@ -230,7 +232,6 @@ def test_a_job_ends_at_its_done_marks_without_waiting_out_the_ranks_exits(tmp_pa
     """Every checker writes its done mark last, after the result: the fork launcher ends the job
     there (the ranks' CUDA teardowns then overlap the next job's start), but never while a mark is
     missing or once a rank has failed."""
-    from pytest_kernelbench.protocol import JobLayout
     codes: dict[int, int] = {}
 
     def ranks_now() -> ForkedRanks:
@@ -239,6 +240,7 @@ def test_a_job_ends_at_its_done_marks_without_waiting_out_the_ranks_exits(tmp_pa
         ranks.nproc, ranks.pids, ranks.exits = 2, {0: 11, 1: 12}, {}
         ranks.root = ranks.failed_at = ranks.stopped_at = ranks.returncode = None
         ranks.job_dir, ranks.ended_early = tmp_path, False
+        ranks.layout = JobLayout(tmp_path)
         ranks._signal = lambda sig: None
         return ranks
 

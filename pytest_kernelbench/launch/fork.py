@@ -199,6 +199,7 @@ class ForkedRanks:
 
     def __init__(self, server: RankServer, job_dir: Path, nproc: int, env: dict[str, str], cwd: Path):
         self.server, self.job_dir, self.nproc = server, Path(job_dir), nproc
+        self.layout = JobLayout(self.job_dir)
         self.exits: dict[int, int] = {}
         self.root: int | None = None
         self.failed_at: float | None = None
@@ -211,7 +212,7 @@ class ForkedRanks:
         try:
             for r in range(nproc):
                 rank_env = {**base, "RANK": str(r), "LOCAL_RANK": str(r), "ROLE_RANK": str(r)}
-                self.pids[r] = server.spawn(self.job_dir, r, rank_env, cwd, JobLayout(self.job_dir).checker_log(r))
+                self.pids[r] = server.spawn(self.job_dir, r, rank_env, cwd, self.layout.checker_log(r))
         except BaseException:
             self.kill()
             raise
@@ -251,8 +252,7 @@ class ForkedRanks:
 
     def verdicts_in(self) -> bool:
         """Whether every rank's done mark is there (its checker wrote it last, after the result)."""
-        layout = JobLayout(self.job_dir)
-        return all(layout.done(r).is_file() for r in range(self.nproc))
+        return all(self.layout.done(r).is_file() for r in range(self.nproc))
 
     def idle(self, timeout: float) -> None:
         """Wait up to `timeout` for a rank's exit (the launcher's loop then polls at once)."""
@@ -314,7 +314,7 @@ class ForkedRanks:
     def write_exits(self) -> None:
         host = socket.gethostname()
         ExitFacts(launcher=ForkLauncher.name, exits=dict(self.exits), root_cause=self.root,
-                  hosts={r: host for r in self.pids}, pids=dict(self.pids)).write(JobLayout(self.job_dir).exits)
+                  hosts={r: host for r in self.pids}, pids=dict(self.pids)).write(self.layout.exits)
 
 
 class ForkLauncher:

@@ -18,14 +18,13 @@ import json
 import os
 import socket
 import sys
-import threading
 import time
-from collections.abc import Callable
 from typing import Any, NoReturn
 
 from ..procs import mark
 from ..protocol import CandidateInit, Failure, JobLayout, JobSpec, Outcome
 from . import exchange, sandbox, solvers, stores
+from .cuda import context_on_thread
 from .envwatch import EnvWatch
 from .failures import AgreedFailure, ItemFailed
 from .files import JobFiles, load_module
@@ -109,12 +108,14 @@ class Checker:
         self.torch = torch
         job = self.job
         timeout = datetime.timedelta(seconds=float(job.pg_timeout_s))
-        context = self.context_early() if job.device == "cuda" else None
+        # the checker's context made while its solver processes make theirs (rank/cuda.py)
+        context = context_on_thread(torch, self.local_rank) if job.device == "cuda" else None
         self.store = stores.open_store(self.rank, self.world, timeout, self.step_io, float(job.compile_timeout_s))
         mark("checker: store")
         self.start_solvers()
         if context is not None:
             context()
+            mark("checker: context")
             torch.cuda.set_device(self.local_rank)
             self.device = torch.device("cuda", self.local_rank)
             backend = "nccl"
@@ -142,28 +143,6 @@ class Checker:
         self.reference = load_module(job.reference_path, f"_kb_r_{os.urandom(6).hex()}", register=False)
         self.shared_seed = _takes(getattr(self.harness, "inputs", None), "shared_seed")
         self.phases["init_s"] = time.perf_counter() - t0
-
-    def context_early(self) -> Callable[[], None]:
-        """The checker's CUDA context, made on a thread while the solver processes start and make
-        theirs (about 0.3 s each: side by side, not after them; the solvers were forked before, and
-        the checker forks nothing after). Returns the join, which raises what the thread raised."""
-        torch, failed = self.torch, []
-
-        def make() -> None:
-            try:
-                torch.cuda.set_device(self.local_rank)      # the primary context (current device: per thread)
-                torch.cuda.init()
-            except BaseException as e:  # noqa: BLE001 - raised again where the checker waits for it
-                failed.append(e)
-        thread = threading.Thread(target=make, name="kb-context", daemon=True)
-        thread.start()
-
-        def join() -> None:
-            thread.join()
-            mark("checker: context")
-            if failed:
-                raise failed[0]
-        return join
 
     def agree(self, obj: object) -> list:
         """Every checker's plain-data `obj`, signed with the job's key (the store is reachable by

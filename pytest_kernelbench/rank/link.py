@@ -203,7 +203,7 @@ class Link:
 
     def alive(self) -> bool:
         """Whether the candidate process still runs (not exited, not a zombie)."""
-        return self.pid > 0 and _living(self.pid)
+        return self.pid > 0 and alive(self.pid)
 
     def send_poke(self) -> None:
         try:
@@ -277,7 +277,7 @@ class Link:
         while todo:
             parent = todo.pop()
             for pid in _task_children(parent):
-                if pid in found or pid == self.pid or pid in self.own or not _living(pid):
+                if pid in found or pid == self.pid or pid in self.own or not alive(pid):
                     continue
                 found.add(pid)
                 todo.append(pid)
@@ -382,6 +382,3 @@ def _task_children(pid: int) -> list[int]:
             pass
     return out
 
-
-def _living(pid: int) -> bool:
-    return alive(pid)

@@ -21,6 +21,8 @@ import signal
 import sys
 import tempfile
 
+from ..procs import alive
+
 MAX_LINE = 1 << 20
 IDLE_S = 0.5        # the loop's longest sleep: a request or a rank's exit (SIGCHLD) wakes it at once
 
@@ -59,7 +61,6 @@ def _spawn(req: dict, out_fd: int, in_fd: int, wake: tuple[int, int]) -> int:
 def _reap_children() -> list[int]:
     """SIGKILL every living child of this process (ranks of a finished job, or anything a
     candidate left re-parented here); their exits are reported as usual."""
-    from ..procs import alive
     me, killed = os.getpid(), []
     for name in os.listdir("/proc"):
         if not name.isdigit():
