@@ -32,6 +32,9 @@
 #                                      the share of slow windows, one line a run
 #   bash bench/gpu_split.sh jitter     each vCPU's stalls of a busy thread (bench/cpu_jitter.py) before and
 #                                      after roundlen's self-check (KB_ROUNDLEN, KB_ITEMS)
+#   bash bench/gpu_split.sh ab         the self-check in turn with this tree and an older one (KB_AB_OLD: a folder
+#                                      holding `git archive REV`; KB_AB_PAIRS: how many pairs, 2), this
+#                                      tree first, then the summary of every run (one machine: ratios hold)
 #   bash bench/gpu_split.sh evidence   the self-check of every W = 1-capable problem (W = 1 copies
 #                                      of references that run alone) at sizes >= 1 MiB, the harness
 #                                      cost per item, the shipped kernels, the primitives example
@@ -164,6 +167,23 @@ roundlen() {   # the self-check once per variant of the timing knobs, on one mac
   log tables
   python3 bench/selfcheck_summary.py $(for i in $(seq 1 $n); do echo "$R/roundlen-$i.json=$(cat $OUT/roundlen-$i.variant)"; done)
   rm -f "$OUT"/roundlen-*.variant
+}
+
+ab() {   # the self-check in turn with this tree and $KB_AB_OLD's, KB_AB_PAIRS times
+  local n=0 i side dir
+  [ -f bench/exact_values_cost.py ] && python3 bench/exact_values_cost.py 2>&1 | tail -4
+  for i in $(seq 1 "${KB_AB_PAIRS:-2}"); do
+    for side in new old; do
+      n=$((n + 1)); dir=$PWD; [ $side = old ] && dir=$(cd "$KB_AB_OLD" && pwd)
+      rm -rf $R; mkdir -p $R; w1_copies $R/w1 >/dev/null
+      log "self-check $n: $side"
+      (cd "$dir" && PYTHONPATH=$dir timeout -k 10 -s INT "${KB_RUN_S:-330}" $PT $R/w1 --kb-candidate=reference \
+        --kb-report=$R/sc.json 2>&1 | tail -1)
+      cp $R/sc.json "$OUT/ab-$n-$side.json" 2>/dev/null
+    done
+  done
+  log tables
+  python3 bench/selfcheck_summary.py $(for f in "$OUT"/ab-*.json; do b=$(basename $f .json); echo "$f=${b#ab-}"; done)
 }
 
 jitter() {   # each vCPU's stalls of a busy thread (bench/cpu_jitter.py) before and after roundlen's self-check
@@ -360,6 +380,7 @@ case "$what" in
   profile) profile ;;
   selfcheck) selfcheck ;;
   evidence) evidence ;;
+  ab) ab ;;
   procstat) procstat ;;
   jitter) jitter ;;
   roundlen) roundlen ;;

@@ -1,0 +1,46 @@
+"""harnesslib.exact_values: the fast rounding gives the scaled form's values for every input."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pytest_kernelbench.harnesslib import exact_values, grid_round_
+
+
+def scaled(x: torch.Tensor, step: float, lim: float) -> torch.Tensor:
+    """The plain form: scale to the grid, round (ties to even), clamp, scale back."""
+    k = lim / step
+    return x.mul(1 / step).round_().clamp_(-k, k).mul_(step)
+
+
+def every_value(dtype: torch.dtype) -> torch.Tensor:
+    """Every finite value of a 16-bit float type, from its bit patterns."""
+    x = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16).view(dtype)
+    return x[torch.isfinite(x)]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("step,lim", [(0.125, 4.0), (0.125, 2.0), (0.25, 8.0), (2.0 ** -6, 0.5), (0.125, 32.0)])
+def test_grid_round_matches_the_scaled_form_on_every_value(dtype, step, lim):
+    x = every_value(dtype)
+    want = scaled(x, step, lim)
+    got = grid_round_(x.clone(), step, lim)
+    assert torch.equal(got, want)        # as values: +0 and -0 are equal
+    assert got.abs().max() <= lim
+    assert torch.equal(torch.remainder(got.float(), step), torch.zeros_like(got.float()))
+
+
+def test_grid_round_breaks_ties_to_even():
+    x = torch.tensor([0.0625, 0.1875, -0.0625, -0.1875, 3.9375, 4.0625, -4.0625], dtype=torch.bfloat16)
+    assert grid_round_(x, 0.125, 4.0).tolist() == [0.0, 0.25, 0.0, -0.25, 4.0, 4.0, -4.0]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_exact_values_draws_what_it_drew_before(dtype):
+    """The same generator state gives the values the scaled form gave from the same draw."""
+    gen = torch.Generator().manual_seed(7)
+    got = exact_values((1 << 16,), gen, "cpu", dtype, shift=0.25)
+    gen.manual_seed(7)
+    want = scaled(torch.randn((1 << 16,), generator=gen, dtype=dtype).add_(0.25), 0.125, 4.0)
+    assert torch.equal(got, want)
+    assert got.float().std() > 0.8         # still roughly N(shift, 1), not a constant
