@@ -189,10 +189,58 @@ def test_a_round_refills_once_and_runs_its_two_windows_back_to_back():
     assert [rounds[6 * r + 2][0] for r in range(6)] == ["reference", "candidate"] * 3
     log = [e for e in log if e[0] != "before"]
     start = log.index(("prepare", 50))
-    for name in ("reference", "candidate"):      # warm-up and probes: each refilled first, checked after
-        mine = [i for i, e in enumerate(log[:start]) if e[0] == name]
-        assert len(mine) == 3 and all(log[i - 1] == ("refill", log[i][1], None) for i in mine), log[:start]
+    for name, alone in (("reference", 3), ("candidate", 1)):   # warm-up (and the reference's probes):
+        mine = [i for i, e in enumerate(log[:start]) if e[0] == name]           # each refilled first, checked after
+        assert len(mine) == alone and all(log[i - 1] == ("refill", log[i][1], None) for i in mine), log[:start]
         assert all(log[i + 1] == ("checks", 0) for i in mine), log[:start]
+
+
+def _sized(candidate_cost, spec):
+    """The calls a window holds, and the rounds run, where a reference call costs 1 ms (virtual time)
+    and a candidate call what candidate_cost(its call number) says."""
+    clocks, calls, held = _VirtualClocks(), {"n": 0}, []
+
+    def reference(x):
+        clocks.now += 1e-3
+
+    def candidate(x):
+        calls["n"] += 1
+        clocks.now += candidate_cost(calls["n"])
+
+    def side(impl):
+        def run(n, key):
+            held.append(n)
+            return clocks.side(impl)(n, key)
+        return run
+
+    measured = Timing(lambda v: v, lambda msg: None, spec).run(
+        "size x", {"reference": side(reference), "candidate": side(candidate)}, lambda key, n, first: None,
+        lambda name: 5000)
+    return measured["iters"], len(measured["times"]["reference"])
+
+
+def test_the_reference_alone_sets_the_calls_a_window_holds():
+    # a candidate slow only in a size's first windows (its warm-up and any probes: it can tell them
+    # apart by their place and their 4 and 24 calls) made every window hold 1 call when its own
+    # probes counted, so the windows' fixed part outweighed the calls and a 2x slower candidate read
+    # near 1; the windows now hold what 50 ms of the reference's calls take, whatever it does
+    spec = TimingSpec(rounds=6, warmup=5, round_s=0.05, max_iters=5000)
+    honest, _ = _sized(lambda k: 2e-3, spec)
+    sandbagged, _ = _sized(lambda k: 1.0 if k <= 33 else 2e-3, spec)
+    assert honest == sandbagged == {"reference": 50, "candidate": 50}
+
+
+def test_adaptive_rounds_stop_at_the_budget_for_a_candidate_far_slower():
+    # windows sized by the reference hold as many calls for a candidate 1000x slower: 50 s a window;
+    # past the budget (16 x 128 windows of 50 ms) no more rounds than the least run, where a noisy
+    # band would have asked for 64
+    import random
+    rng = random.Random(3)
+    spec = TimingSpec(rounds=6, warmup=1, round_s=0.05, max_iters=5000, band_target=0.03, max_rounds=64)
+    iters, rounds = _sized(lambda k: 1.0 * rng.uniform(0.5, 1.5), spec)
+    assert iters["candidate"] == 50 and rounds == 6
+    iters, rounds = _sized(lambda k: 1e-3 * rng.uniform(0.5, 1.5) if k > 1 else 1e-3, spec)
+    assert rounds > 6              # the same noise at a cost within the budget: rounds go on
 
 
 def _slots(count, fresh, n=8):

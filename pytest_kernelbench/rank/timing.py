@@ -1,8 +1,12 @@
 """Side-by-side timing of reference and candidate, driven by the checker.
 
-Protocol (same for both sides): warm-up; a probe sets how many calls a window holds, so a window
-lasts about `round_s` (fewer where the memory its outputs and inputs take would pass the budget);
-then an even number of rounds interleave ref, cand, cand, ref, ... (each goes first equally often,
+Protocol (same for both sides): warm-up; the reference's probe windows set how many calls a window
+of either side holds, so a reference window lasts about `round_s` (fewer where the memory its
+outputs and inputs take would pass the budget): the candidate's own probes would let it choose,
+since it can tell them (a size's first windows, of 4 and 24 calls) and run slow there alone, so
+that every window shrank until its fixed part (the barrier, "go", the synchronize, "done": about
+0.5 ms on an H100) outweighed the calls and its speedup read near 1 whatever it was; then an even
+number of rounds interleave ref, cand, cand, ref, ... (each goes first equally often,
 so clock ramps, drift and a first-of-the-pair penalty hit both alike). Each round first puts
 values no earlier round used in the inputs, then runs its two windows back to back (the pause
 between a round's windows is where wall-clock jitter gets in: the candidate's checks wait until
@@ -12,7 +16,9 @@ window runs in the reference process, the candidate's in the candidate process, 
 time on the checker's clock from a barrier across checkers and "go" to the device-synchronized
 end; a rank's round time is per call; the job's is the max over ranks; the reported time is the
 median over rounds. Where the paired speedup's noise band is wider than +-band_target, rounds
-continue in pairs up to max_rounds.
+continue in pairs up to max_rounds, while the size's windows so far took less than SLOW_BUDGET times
+what max_rounds rounds of round_s windows take (20 s at the GPU defaults: a candidate far slower
+than the reference holds as many calls a window).
 """
 from __future__ import annotations
 
@@ -27,6 +33,7 @@ from ..protocol import TimingSpec
 from .stats import band_within
 
 PROBE_CALLS = 24
+SLOW_BUDGET = 16                # past SLOW_BUDGET * max_rounds rounds of round_s, no more rounds than the least
 
 
 class Timing:
@@ -41,10 +48,12 @@ class Timing:
         self.max_iters = int(cfg.max_iters)
         self.band_target = float(cfg.band_target)
         self.max_rounds = max(self.rounds, int(cfg.max_rounds))
+        self.budget_s = SLOW_BUDGET * 2 * self.max_rounds * self.round_s     # both sides' windows of a size
 
     def run(self, phase: str, sides: dict[str, Callable[[int, str], float]], refill: Callable[[str, int, str | None], None],
             cap: Callable[[str], int], after_pair: Callable[[], None] | None = None,
-            prepare: Callable[[int], None] | None = None, before: Callable[[str], None] | None = None) -> dict:
+            prepare: Callable[[int], None] | None = None, before: Callable[[str], None] | None = None,
+            sizing: str = "reference") -> dict:
         """sides[name](calls, key) runs one window of `calls` calls and returns its seconds per call;
         refill(key, calls, first) puts new values in the inputs of a window of `calls` calls (once
         per round: both windows of a round run back to back on the same values; `first`: the side
@@ -53,7 +62,8 @@ class Timing:
         warm-up or probe window (the candidate's checks, kept out of the time between a round's
         windows);
         prepare(calls) is told the rounds' window size before they start; before(name) runs before
-        every window (the inputs made as the round's refill left them, the device cache emptied)."""
+        every window (the inputs made as the round's refill left them, the device cache emptied);
+        `sizing`: the side whose probes set the calls a window holds (the trusted one)."""
         iters = {}
 
         def window(name: str, calls: int, key: str, alone: bool = False) -> float:
@@ -67,15 +77,18 @@ class Timing:
                 after_pair()
             return took
 
+        sizing = sizing if sizing in sides else next(iter(sides))
         for name in sides:
             side = functools.partial(window, name)
             self.heartbeat(f"{phase}, timing warm-up, {name}")
             most = max(1, min(self.max_iters, cap(name)))      # the warm-up and the probes hold outputs too
+            side(min(self.warmup, most), f"warm-{name}", True)
+            if name != sizing:
+                continue
             # two probe windows: the difference is the calls' cost alone, without the window's own
             # (barrier, wake-up, the description of its outputs)
             long_ = min(PROBE_CALLS, most)
             short = min(4, long_ // 2)
-            side(min(self.warmup, most), f"warm-{name}", True)
             t_short = side(short, f"probe-{name}-short", True) * short if short else 0.0
             t_long = side(long_, f"probe-{name}", True) * long_
             per_call = (t_long - t_short) / (long_ - short) if long_ > short else t_long / long_
@@ -83,13 +96,14 @@ class Timing:
             want = math.ceil(self.round_s / max(per_call, 1e-9))
             iters[name] = int(self.agree_max(max(1, min(self.max_iters, want, cap(name)))))
         # both sides run the same number of calls per window, so both hold the same outputs
-        n = min(iters.values())
+        n = iters[sizing]
         if prepare is not None:
             prepare(n)
         times: dict[str, list[float]] = {name: [] for name in sides}
         adaptive = self.max_rounds > self.rounds
         r = 0
-        while r < self.rounds or (adaptive and r < self.max_rounds and (r % 2 or not self.settled(times))):
+        while r < self.rounds or (adaptive and r < self.max_rounds and (r % 2 or not (
+                self.settled(times) or n * sum(map(sum, times.values())) > self.budget_s))):
             order = ("reference", "candidate") if r % 2 == 0 else ("candidate", "reference")
             refill(f"{r}", n, order[0])
             for name in order:
