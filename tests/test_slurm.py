@@ -440,3 +440,26 @@ def test_inter_node_bandwidth_is_measured_by_a_two_node_step(cluster):
     c = calibrate.ceilings({"gpu_model": "NVIDIA H100"}, got)
     assert c["inter_node_bw"] == got["inter_node_bw"] and "inter_node_bw measured" in c["source"]
     assert not cluster.stray()
+
+
+def test_a_step_waiting_for_the_allocations_cpus_is_not_on_the_deadline(cluster, tmp_path):
+    """Another step holds a CPU of each node for 25 s (the session's one-task probe step still
+    finds one; the item's two tasks a node do not): the item's srun waits for them
+    (Slurm's "step creation temporarily disabled"), which is not the candidate's time; then it runs
+    and passes under a 15 s deadline. Before, the deadline ran from the launch: "deadline of 15 s
+    passed (no rank reported a phase)", the message the full suite met twice under load on the item
+    after a failed one (its step, likely, still completing)."""
+    report = tmp_path / "r.json"
+    pytest_cmd = " ".join([sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q",
+                           f"--kb-report={report}", MULTI_NODE[0], "--kb-device=cpu", "--kb-nproc=4",
+                           "--kb-launcher=slurm", "--kb-nodes=2", "--kb-candidate=reference", "--kb-timeout=15",
+                           "--kb-keep-jobs"])
+    script = f"srun -N2 -n2 --ntasks-per-node=1 --exact sleep 25 & sleep 2; {pytest_cmd}; wait"
+    env = {**inner_env(), "SLURM_CONF": cluster.env["SLURM_CONF"], "KB_SLURM_CLUSTER": cluster.env["KB_SLURM_CLUSTER"]}
+    proc = subprocess.run(["salloc", "-N2", "--ntasks-per-node=2", "bash", "-c", script], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    (it,) = json.loads(report.read_text())["items"]
+    assert it["outcome"] == "passed", explain(it)
+    srun_log = (Path(it["job_dir"]) / "logs" / "srun.log").read_text()
+    assert it["wall_s"] > 20 and "temporarily disabled" in srun_log, (it["wall_s"], srun_log[-2000:])

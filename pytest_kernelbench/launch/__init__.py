@@ -239,18 +239,24 @@ def _job_pids(layout: JobLayout, nproc: int) -> tuple[set[int], dict[int, int]]:
     return checkers, candidates
 
 
+# how long a scheduler may take to start a job's ranks (at least the deadline): a Slurm step waits
+# for the allocation's CPUs while the step before it completes
+QUEUE_LIMIT_S = 300.0
+
+
 def _wait(ranks: Ranks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout_s: float,
           compile_timeout_s: float, watch_dirs: list[str]) -> tuple[str | None, float, set[str]]:
     """Wait for the job under its deadline. Setup phases (importing the candidate, the first call of
     each size) are on the compile budget instead, but only while the job shows compile activity
     (procs.Activity): a rank that hangs in its first call while its peers wait meets the deadline,
-    not the compile budget."""
-    compile_s, last, last_scan, truncated = 0.0, t0, 0.0, set()
+    not the compile budget. Neither is the time a scheduler takes to start the ranks (Ranks.queued)."""
+    compile_s, queue_s, last, last_scan, truncated = 0.0, 0.0, t0, 0.0, set()
     layout = JobLayout(job_dir)
     activity, last_sample, active_at = Activity(watch_dirs + [str(layout.dir / "scratch")]), 0.0, -1e9
     agent = set(ranks.roots()) if ranks.agent else set()
     timed_out = None
     idle = getattr(ranks, "idle", None) or time.sleep     # optional in base.Ranks
+    queued = getattr(ranks, "queued", None) or (lambda: False)
     finishing = False
     while ranks.poll() is None:
         idle(0.005 if finishing else 0.05)      # the last phase: its end is looked for closely
@@ -264,7 +270,9 @@ def _wait(ranks: Ranks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout
             if activity.sample(hunter.scan() - agent - checkers, set(candidates.values()), importing):
                 active_at = now
             last_sample = now
-        if setup and now - active_at <= ACTIVITY_HOLD_S:
+        if queued():
+            queue_s += now - last    # nor does a scheduler that has not started the ranks yet
+        elif setup and now - active_at <= ACTIVITY_HOLD_S:
             compile_s += now - last  # compiling a CUDA candidate does not eat the run's deadline
         last = now
         if now - last_scan > 1.0:
@@ -274,7 +282,10 @@ def _wait(ranks: Ranks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout
         if compile_s > compile_timeout_s:
             timed_out = (f"importing/compiling the candidate (its import and the first call of each size) took "
                          f"longer than {compile_timeout_s:.0f} s")
-        elif now - t0 - compile_s > timeout_s:
+        elif queue_s > max(timeout_s, QUEUE_LIMIT_S):
+            timed_out = (f"the scheduler did not start the ranks within {max(timeout_s, QUEUE_LIMIT_S):.0f} s (the "
+                         "allocation's nodes stayed busy: see logs/srun.log)")
+        elif now - t0 - compile_s - queue_s > timeout_s:
             timed_out = f"deadline of {timeout_s:.0f} s passed"
         if timed_out:
             break

@@ -32,6 +32,9 @@ class Ranks(Protocol):
     # loop (which polls every 50 ms) sees a job's end at once; without it the loop sleeps.
     # Optional: ended_early (bool), True once poll() returned 0 at every rank's done mark, before
     # the ranks exited: the launcher kills them then, and does not count them as strays.
+    # Optional: queued() -> bool, True while a scheduler has not started the ranks yet (a Slurm
+    # step waiting for the allocation's CPUs): that wait is not the candidate's, and is not on the
+    # deadline (it has a bound of its own: launch.QUEUE_LIMIT_S, at least the deadline).
 
     def wait(self, timeout: float | None = None) -> int:
         """After the ranks were told to stop (or killed by the hunter): the job's status."""

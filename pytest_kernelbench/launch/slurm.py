@@ -140,6 +140,11 @@ class SlurmRanks:
             pass
 
     # ---- the Ranks protocol --------------------------------------------------------------------------
+    def queued(self) -> bool:
+        """srun has not launched the step yet: it waits for the allocation's CPUs (a step before it
+        still completing), which is Slurm's time, not the candidate's (base.Ranks.queued)."""
+        return self.step is None and self.proc.poll() is None
+
     def poll(self) -> int | None:
         if self.returncode is None and self.proc.poll() is not None:
             for t in self._readers:
