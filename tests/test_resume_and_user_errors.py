@@ -51,6 +51,32 @@ def test_kill_9_keeps_finished_items_and_resume_completes_the_run(tmp_path):
     assert doc["aggregates"]["passed"] == 3
 
 
+ASLEEP = "import sys, time\nimport torch.distributed as dist\n_n = [0]\ndef solution(x):\n" \
+         "    _n[0] += 1\n    if _n[0] > 2:\n        print('KB-ASLEEP', flush=True)\n        time.sleep(120)\n" \
+         "    out = x.clone()\n    dist.all_reduce(out)\n    return out\n"
+
+
+def test_kill_9_ends_a_candidate_process_in_the_middle_of_a_call(tmp_path):
+    # the fork that makes the candidate process clears the checker's death signal: killed with
+    # the run, the checker left its candidate process sleeping in its call (a batch of slow calls
+    # once outlived the run by seconds, which the test above met under load)
+    problems, solutions = make_tree(tmp_path, {"asleep": ASLEEP}, yaml_patch={"forbid": []})
+    cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q", str(problems),
+           f"--kb-solutions={solutions}", "--kb-nproc=2", "--kb-keep-jobs", f"--kb-report={tmp_path / 'r.json'}"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=inner_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any("KB-ASLEEP" in p.read_text(errors="replace")
+                                                    for p in tmp_path.rglob("rank*.log")):
+        time.sleep(0.2)
+    assert time.monotonic() < deadline, "the candidate never reached its third call"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    end = time.monotonic() + 3.0
+    while leftover_processes(str(tmp_path)) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not leftover_processes(str(tmp_path)), "the killed run's candidate process must die with it"
+
+
 def test_unknown_option_value_is_one_line(tmp_path):
     proc, _ = run(tmp_path, "--kb-device=tpu")
     out = proc.stdout + proc.stderr

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..procs import alive
+from ..procs import alive, die_with_parent
 from ..protocol import Batch, CandidateInit, Done, Exit, Failed, Failure, Imported, Ready, Release, SpecError, StorePort, decode
 from . import outputs
 from .channel import Channel, ChannelClosed, ControlPage
@@ -64,9 +64,15 @@ class Link:
         ctrl = ControlPage()
         ours, theirs = socket.socketpair()
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:                                   # the candidate process
             ours.close()
+            # gone the moment its checker is (a run killed with -9), even in the middle of a batch:
+            # the fork cleared the checker's own death signal, and a batch of slow calls outlived it
+            die_with_parent()
+            if os.getppid() != parent:
+                os._exit(70)
             from .candidate import main
             main(theirs.fileno(), ctrl, log_fd, read_only, read_write, sys_path, env, role, cuda_device)
             os._exit(70)
