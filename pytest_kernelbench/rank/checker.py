@@ -11,6 +11,7 @@ agreed across checkers; rank 0 writes the signed result.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -31,6 +32,7 @@ from .files import JobFiles, load_module
 from .link import Link
 
 KEY_TIMEOUT_S = 60.0
+FORWARD_GRACE_S = 2.0     # at SIGTERM, its solver processes' time to dump their stacks (its end kills them)
 
 
 class Checker:
@@ -368,13 +370,14 @@ def main(argv: list[str] | None = None) -> NoReturn:
     code = 0
 
     def forward(signum: int, frame: Any) -> None:      # stop the candidate too: its stack goes to its log
-        for link in (checker.link, checker.ref):
-            if link is not None and link.pid > 0:
-                link.cont()
-                try:
-                    os.killpg(link.pid, signal.SIGTERM)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        links = [link for link in (checker.link, checker.ref) if link is not None and link.pid > 0]
+        for link in links:
+            link.cont()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(link.pid, signal.SIGTERM)
+        end = time.monotonic() + FORWARD_GRACE_S
+        while any(link.alive() for link in links) and time.monotonic() < end:
+            time.sleep(0.01)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
     signal.signal(signal.SIGTERM, forward)
