@@ -3,26 +3,15 @@ abstract UNIX socket, once per rank and only to pids the launcher started; in-pr
 test's own pid as the peer."""
 from __future__ import annotations
 
-import json
 import os
-import socket
 import time
 
 from pytest_kernelbench.launch.keyservice import KeyService
+from pytest_kernelbench.rank.checker import ask_secret
 
 
 def _ask(address: str, rank: int) -> dict:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(10)
-        s.connect(address)
-        s.sendall(json.dumps({"rank": rank}).encode() + b"\n")
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-    return json.loads(data)
+    return ask_secret(address, rank, 10)
 
 
 def test_each_rank_gets_the_secret_once_and_only_from_a_pid_the_launcher_started():

@@ -1,6 +1,8 @@
 """launch: the rank log cap keeps a log's head; the deadline counts neither compiling nor a scheduler's queue."""
 from __future__ import annotations
 
+import time
+
 from pytest_kernelbench import launch
 
 
@@ -18,13 +20,11 @@ class _QueuedRanks:
     nproc, agent, returncode = 2, False, None
 
     def __init__(self, queued_s: float, run_s: float, say_queued: bool = True):
-        import time
         self.t0, self.queued_s, self.run_s = time.monotonic(), queued_s, run_s
         if say_queued:
             self.queued = lambda: time.monotonic() - self.t0 < self.queued_s
 
     def poll(self):
-        import time
         if time.monotonic() - self.t0 >= self.queued_s + self.run_s:
             self.returncode = 0
         return self.returncode
@@ -36,7 +36,6 @@ class _NoHunter:
 
 
 def _wait(tmp_path, ranks, timeout_s):
-    import time
     (tmp_path / "logs").mkdir(exist_ok=True)
     return launch._wait(ranks, _NoHunter(), tmp_path, time.monotonic(), timeout_s, 600.0, [])[0]
 

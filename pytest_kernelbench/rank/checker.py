@@ -74,20 +74,8 @@ class Checker:
     def fetch_secret(self) -> None:
         """The job's key and input nonce, from the launcher's socket: it answers only the checkers
         it started (by pid), so the candidate process, forked before, never had them."""
-        if self.step_io is not None:
-            self._take_secret(self.step_io.line(KEY_TIMEOUT_S))
-            return
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.settimeout(KEY_TIMEOUT_S)
-            s.connect(JobLayout.control(self.job.token))
-            s.sendall(json.dumps({"rank": self.rank}).encode() + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-        self._take_secret(json.loads(data or b"{}"))
+        self._take_secret(self.step_io.line(KEY_TIMEOUT_S) if self.step_io is not None else
+                          ask_secret(JobLayout.control(self.job.token), self.rank, KEY_TIMEOUT_S))
 
     def _take_secret(self, secret: dict) -> None:
         self.key, self.nonce = secret.get("key", ""), secret.get("nonce", "")
@@ -353,6 +341,18 @@ def _takes(fn: Any, name: str) -> bool:
         return name in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
+
+
+def ask_secret(address: str, rank: int, timeout: float) -> dict:
+    """The job's key and nonce from the launcher's key service (launch/keyservice.py); {} if refused."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout)
+        s.connect(address)
+        s.sendall(json.dumps({"rank": rank}).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n") and (chunk := s.recv(4096)):
+            data += chunk
+    return json.loads(data or b"{}")
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

@@ -39,7 +39,7 @@ def solution(x):
     return out              # returns at once; the harness waits for the thread, so the time includes it
 """,
     # outputs finished after "done" by a thread the threading module never sees (started with
-    # _thread): a window returns zeros for its later calls (their answers kept aside) and the
+    # _thread): every call past the trials returns zeros (its answer kept aside) and the
     # thread copies the answers in 2 ms after the calls stopped. The checker reads the outputs at
     # "done" and stops the candidate process then, so the copies come too late, or are seen to land
     # (tests/test_timed_protocol.py shows the order, and that the read after the round's other
@@ -47,7 +47,7 @@ def solution(x):
     "finished_after_done": HONEST + """
 import _thread, time
 _late = []                 # (returned output, its answer) of the window that just ran
-_last = [0.0, 0]           # when the last call returned; calls so far in this window
+_last = [0.0, 0]           # when the last call returned; calls so far
 def _filler():
     while True:
         time.sleep(0.0001)
@@ -57,12 +57,10 @@ def _filler():
             _late.clear()
 _thread.start_new_thread(_filler, ())
 def solution(x):
-    if time.perf_counter() - _last[0] > 0.001:       # calls of a window come back to back
-        _last[1] = 0
     _last[1] += 1
     answer = _p2p_sum(x)
     out = answer
-    if _last[1] > 4:                  # not in the one-call trials, the warm-up or the short probe
+    if _last[1] > 2:                  # past the two one-call trials: every window, however long
         out = torch.zeros_like(answer)
         _late.append((out, answer))
     _last[0] = time.perf_counter()
