@@ -3,9 +3,8 @@
     python bench/nccl_init_probe.py [--procs 1,3] [--variants base,NAME=VALUE;NAME=VALUE,...]
 
 Starts `procs` fresh processes at once (a job's checker, candidate and reference processes make
-their contexts and W = 1 NCCL groups side by side on one GPU), each timing: the CUDA context, the
-import of torch.distributed, init_process_group with device_id (the eager communicator), the first
-all_reduce. Each variant runs with its environment knobs; NCCL's own breakdown of the communicator's
+their contexts and W = 1 NCCL groups side by side on one GPU), each timing: the CUDA context,
+init_process_group with device_id (the eager communicator), the first all_reduce. Each variant runs with its environment knobs; NCCL's own breakdown of the communicator's
 init ("Init timings", NCCL_DEBUG=INFO) is printed for the first process. Prints a table last.
 A benchmark, not a test.
 """
@@ -20,6 +19,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from pytest_kernelbench.protocol import MULTICAST_OFF  # noqa: E402
 
 CHILD = r"""
 import json, os, sys, time
@@ -29,30 +32,26 @@ t_import = time.perf_counter()
 torch.cuda.set_device(0); torch.zeros(1, device="cuda"); torch.cuda.synchronize()
 t_ctx = time.perf_counter()
 import torch.distributed as dist
-t_dist = time.perf_counter()
 store = dist.FileStore(sys.argv[1], 1)
 kw = {} if os.environ.get("KB_PROBE_LAZY") else {"device_id": torch.device("cuda", 0)}
 dist.init_process_group("nccl", store=store, rank=0, world_size=1, **kw)
 t_group = time.perf_counter()
 x = torch.ones(1 << 20, device="cuda"); dist.all_reduce(x); torch.cuda.synchronize()
 t_first = time.perf_counter()
-print("KBPROBE " + json.dumps({"import": t_import - t0, "context": t_ctx - t_import, "dist": t_dist - t_ctx,
-                               "group": t_group - t_dist, "first": t_first - t_group, "total": t_first - t0}))
+print("KBPROBE " + json.dumps({"import": t_import - t0, "context": t_ctx - t_import, "group": t_group - t_ctx,
+                               "first": t_first - t_group, "total": t_first - t0}))
 dist.destroy_process_group()
 """
 
-# never unset (NVLink multicast must not run)
-SAFE = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 TIMINGS = re.compile(r"Init timings.*")
 
 
 def one(procs: int, env: dict) -> tuple[list[dict], str]:
     with tempfile.TemporaryDirectory() as d:
-        ps = []
-        for i in range(procs):
-            e = {**os.environ, **env, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT", **SAFE}
-            ps.append(subprocess.Popen([sys.executable, "-c", CHILD, os.path.join(d, f"store{i}")], env=e,
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        # NVLink multicast stays off whatever the variant says
+        e = {**os.environ, **env, "NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT", **MULTICAST_OFF}
+        ps = [subprocess.Popen([sys.executable, "-c", CHILD, os.path.join(d, f"store{i}")], env=e,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(procs)]
         outs = [p.communicate()[0] for p in ps]
     rows = [json.loads(line.split("KBPROBE ", 1)[1]) for o in outs for line in o.splitlines() if "KBPROBE " in line]
     m = TIMINGS.search(outs[0])
@@ -76,7 +75,7 @@ def main() -> None:
                 print(f"{variant} x{procs}: {timings}")
             med = {k: statistics.median(r[k] for r in rows) for k in rows[0]} if rows else {}
             table.append((variant, procs, len(rows), med))
-    keys = ("import", "context", "dist", "group", "first", "total")
+    keys = ("import", "context", "group", "first", "total")
     print("\n| variant | procs | runs | " + " | ".join(f"{k} s" for k in keys) + " |")
     print("|" + "---|" * (len(keys) + 3))
     for variant, procs, n, med in table:
