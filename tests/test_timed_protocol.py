@@ -104,7 +104,7 @@ def _size_run(late: bool = False):
     def die(category, message, where, exc=None):
         raise ItemFailed(category, message, where)
 
-    c = SimpleNamespace(key="k", ref=ref, rank=0, device=torch.device("cpu"), harness=None, make_inputs=make_inputs,
+    c = SimpleNamespace(key="k", ref=ref, rank=0, world=1, device=torch.device("cpu"), harness=None, make_inputs=make_inputs,
                         call_reference=call_reference, die=die, agree_max=lambda x: x, agree=lambda x: [x],
                         barrier=lambda: None, batch_timeout=lambda: 10.0, sync=lambda: checker_works("sync"),
                         reference_untouched=lambda phase: None, files=SimpleNamespace(heartbeat=lambda text: None))

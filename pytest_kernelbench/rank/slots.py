@@ -6,6 +6,17 @@ the pause between them): correct outputs, no communication, a false speedup. So 
 calls runs on n slots, and before each round the checker puts values no earlier round used in
 them: the first `fresh` slots from the harness (what a generation costs bounds how many), the
 others copies of those, so values repeat across slots but memory never does (pointers, L2 lines).
+At W > 1 a rank's own values repeat, but the job's inputs do not: copy slot k holds, on rank r,
+fresh set (u_k + v_k * r) mod fresh, where the pairs (u_k, v_k), v_k != 0, are drawn without
+repeats from the job's key and the round (the same on every rank, unknown to candidates), so no
+two calls of a window meet the same inputs on every rank (up to fresh * (fresh - 1) copies), and
+no rank can tell from its own inputs which sets its peers hold. Copied alike on every rank, the
+job's inputs repeated, and a candidate that replayed a call's answer when its own values came
+back (the ranks agreeing, no data exchanged) was right with a false speedup; now such a replay
+answers for inputs the job never had, which the checks of timed calls catch. A candidate that
+rebuilt an answer from what earlier calls brought it (its peers' fresh sets) would first have to
+learn, from a peer, which sets that call holds: a message a call. At W = 1 there is nothing to
+learn, so the copies are plain (slot k holds set k mod fresh).
 
 Both solver processes map the same slots. A round's two windows run back to back on the same
 values, each from an empty device cache, and before the second one the checker compares the
@@ -20,6 +31,9 @@ sizes (windows of a few ms; the mean of seven items, two runs) and a round's fir
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,14 +52,17 @@ def slot_count(in_bytes: int, cfg: Any) -> int:
 
 class Slots:
     def __init__(self, lent: list[Any], layout: list[tuple[Any, int | None]], fresh: int, held: Any,
-                 make: Callable[[str], Any], sync: Callable[[], None], torch: Any, flush: Any = None):
+                 make: Callable[[str], Any], sync: Callable[[], None], torch: Any, flush: Any = None,
+                 rank: int = 0, world: int = 1, seed: str = ""):
         """`lent`: the slots as the checker sees them (views of arenas lent to both processes);
         `layout`: each arena with the bytes one slot takes in it (None where the slots are not
         evenly spaced: copies then go slot by slot); `fresh`: how many slots a round fills from the
         harness; `held`: the values every slot holds until its first refill (the checker's copy);
-        `flush`: a device buffer twice the L2 (None: no device cache to empty)."""
+        `flush`: a device buffer twice the L2 (None: no device cache to empty); `rank`, `world`:
+        the job's; `seed`: the job's key (the same on every rank: which sets the copies hold)."""
         self.lent, self.layout, self.make, self.sync, self.torch = lent, layout, make, sync, torch
-        self.flush = flush
+        self.flush, self.rank, self.world, self.seed = flush, rank, world, seed
+        self.src: list[int] = []  # per filled slot: the fresh slot whose values it holds
         self.count = len(lent)
         self.fresh = max(1, min(fresh, self.count))
         self.priv: list[Any] = [held] * self.count
@@ -75,42 +92,64 @@ class Slots:
             compare.refill(self.lent[k], new, into=pairs)
             self.priv[k] = compare.adopt(self.priv[k], new)
         compare.copy_all(pairs)
+        self.filled, self.fresh_filled = calls, f
+        self.src = self._sources(key, f, calls)
         for k in range(f, calls):
-            self.priv[k] = self.priv[k % f]
+            self.priv[k] = self.priv[self.src[k]]
         if calls > f:
-            self._copies(f, calls)
+            self._copies()
         if keep:       # where slots are evenly spaced, the rest are copies of the first f: keep only those
             for (arena, stride), copy in zip(self.layout, self.pristine):
                 end = f * stride if stride else arena.nbytes
                 copy[:end].copy_(arena.base[:end])
         self.sync()
-        self.filled, self.fresh_filled, self.kept, self.dirty = calls, f, keep, None
+        self.kept, self.dirty = keep, None
 
-    def _copies(self, f: int, calls: int) -> None:
+    def _sources(self, key: str, f: int, calls: int) -> list[int]:
+        """Per slot, the fresh slot whose values it holds on this rank (the module's docstring)."""
+        if self.world == 1 or f == 1:
+            return [k % f for k in range(calls)]
+        n, pairs = calls - f, f * (f - 1)
+        rng = random.Random(hmac.new(self.seed.encode(), f"{key}|copies".encode(), hashlib.sha256).digest())
+        draws = rng.sample(range(pairs), min(n, pairs)) + [rng.randrange(pairs) for _ in range(n - pairs)]
+        return list(range(f)) + [(m // (f - 1) + (1 + m % (f - 1)) * self.rank) % f for m in draws]
+
+    def _plain(self) -> list[tuple[int, int]]:
+        """W = 1: the filled slots as (first slot, slots) runs of f, each a copy of the first."""
+        f = self.fresh_filled
+        return [(start, min(f, self.filled - start)) for start in range(0, self.filled, f)]
+
+    def _copies(self) -> None:
+        f, calls = self.fresh_filled, self.filled
         strides = [stride for _, stride in self.layout]
         if all(strides):
-            for (arena, _), stride in zip(self.layout, strides):   # slot k: a copy of slot k mod f
+            for (arena, _), stride in zip(self.layout, strides):
                 assert stride is not None
                 rows = arena.base[:self.count * stride].view(self.count, stride)
-                for start in range(f, calls, f):
-                    m = min(f, calls - start)
-                    rows[start:start + m].copy_(rows[:m])
+                if self.world == 1:
+                    for start, m in self._plain()[1:]:
+                        rows[start:start + m].copy_(rows[:m])
+                else:
+                    idx = self.torch.tensor(self.src[f:calls], device=rows.device)
+                    self.torch.index_select(rows[:f], 0, idx, out=rows[f:calls])
         else:
             pairs: list = []
             for k in range(f, calls):
-                compare.refill(self.lent[k], self.lent[k % f], into=pairs)
+                compare.refill(self.lent[k], self.lent[self.src[k]], into=pairs)
             compare.copy_all(pairs)
 
-    def _blocks(self, stride: int | None, nbytes: int) -> list[tuple[int, int, int]]:
-        """(start, end, length) byte ranges of the filled slots, each against the pristine copy's
-        first `length` bytes (evenly spaced: f slots at a time; else the whole arena at once)."""
-        if not stride:
-            return [(0, nbytes, nbytes)]
-        f, out = self.fresh_filled, []
-        for start in range(0, self.filled, f):
-            m = min(f, self.filled - start)
-            out.append((start * stride, (start + m) * stride, m * stride))
-        return out
+    def _against(self, rows: Any, kept: Any) -> Any:
+        """(the filled slots' rows, what they should hold) by blocks of at most f rows."""
+        f, calls = self.fresh_filled, self.filled
+        if self.world == 1:
+            for start, m in self._plain():
+                yield rows[start:start + m], kept[:m]
+            return
+        yield rows[:f], kept[:f]
+        for start in range(f, calls, f):
+            end = min(calls, start + f)
+            idx = self.torch.tensor(self.src[start:end], device=rows.device)
+            yield rows[start:end], kept.index_select(0, idx)
 
     def before(self, side: str, inplace: bool) -> bool:
         """Before `side`'s window: after the other side's window (a round's second), compare the
@@ -122,11 +161,16 @@ class Slots:
         if first is not None and first != side:
             assert self.kept, "the round's refill kept no pristine copy to restore from"
             for (arena, stride), keep in zip(self.layout, self.pristine):
-                for start, end, n in self._blocks(stride, arena.nbytes):
+                if stride:
+                    rows = arena.base[:self.count * stride].view(self.count, stride)
+                    blocks = self._against(rows, keep[:self.fresh_filled * stride].view(-1, stride))
+                else:      # slots not evenly spaced: the pristine copy is the whole arena's
+                    blocks = iter([(arena.base[:arena.nbytes], keep)])
+                for now, then in blocks:
                     if not inplace and intact:
-                        intact = bool(self.torch.equal(arena.base[start:end], keep[:n]))
+                        intact = bool(self.torch.equal(now, then))
                     if inplace or not intact:
-                        arena.base[start:end].copy_(keep[:n])
+                        now.copy_(then)
         if self.flush is not None:
             self.flush.zero_()
         self.sync()

@@ -88,7 +88,7 @@ def time_size(run: SizeRun, expected: Any) -> None:
         """Slots for windows of up to `count` calls (the probes' first, then the rounds')."""
         lent = run.lend([probe] * count, reference=True)      # every window refills the slots it uses first
         state["slots"] = Slots(lent, run.lent_layout, min(count, job.timing.max_sets), probe,
-                               lambda what: c.make_inputs(size, what), c.sync, run.torch, flush)
+                               lambda what: c.make_inputs(size, what), c.sync, run.torch, flush, c.rank, c.world, c.key)
 
     def refill(key: str, calls: int, first: str | None = None) -> None:
         """`first`: the side whose window opens the round (None: a window alone). A round keeps a

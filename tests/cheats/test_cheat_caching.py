@@ -73,6 +73,30 @@ def solution(x):
     _last[0] = time.perf_counter()
     return out.clone()
 """,
+    # a replay keyed on what a set holds, not where it lies: a call whose inputs hold the values an
+    # earlier call of its window's inputs held (on every rank at once: the ranks agree on each
+    # replay) gets a copy of that call's answer, forgotten between windows (the pause tells them
+    # apart), so the anti-caching passes' small windows of distinct sets never see a replay
+    "replay_values_in_window": HONEST + """
+import hashlib
+import time
+_c = {}
+_last = [0.0]
+def solution(x):
+    if time.perf_counter() - _last[0] > 0.001:     # calls of a window come back to back
+        _c.clear()
+    k = hashlib.sha1(x.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+    hit = torch.tensor([1.0 if k in _c else 0.0])
+    others = torch.empty_like(hit)
+    r, w = dist.get_rank(), dist.get_world_size()
+    for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, hit, (r + 1) % w),
+                                     dist.P2POp(dist.irecv, others, (r - 1) % w)]):
+        q.wait()
+    out = _c[k] if hit.item() and others.item() else _p2p_sum(x)
+    _c.setdefault(k, out)
+    _last[0] = time.perf_counter()
+    return out.clone()
+""",
 }
 
 
@@ -86,3 +110,12 @@ def test_no_set_is_called_twice_in_a_window(judged):
 @pytest.mark.parametrize("name", ["cache_data_ptr", "cache_id", "cache_shape", "cache_few_values", "cache_full_hash"])
 def test_cached_results_are_a_mismatch(judged, name):
     failed(judged, name, "mismatch")
+
+
+def test_a_replay_of_the_values_a_window_met_before_is_a_mismatch(judged):
+    """On e19b152 this passed (with a false speedup): a timed window held more calls than fresh
+    sets, and each later slot was a copy of an earlier one on every rank alike, so the whole job's
+    inputs repeated and a replay keyed on a rank's own values was right. Since, at W > 1 a copy
+    holds on each rank a set drawn from the job's key so that no two calls of a window meet the
+    same inputs on every rank (rank/slots.py): a replay answers for inputs the job never had."""
+    failed(judged, "replay_values_in_window", "mismatch")
