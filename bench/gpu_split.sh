@@ -30,6 +30,7 @@
 #                                      "collective/all_reduce utility/zero1_adam_step"): the median cost
 #                                      per item, its rounds, the sizes >= 1 MiB within 1.00 +- 0.03 and
 #                                      the share of slow windows, one line a run
+#                                      (a variant with KB_CHURN=1 runs bench/prestart_churn.py beside it)
 #   bash bench/gpu_split.sh jitter     each vCPU's stalls of a busy thread (bench/cpu_jitter.py) before and
 #                                      after roundlen's self-check (KB_ROUNDLEN, KB_ITEMS)
 #   bash bench/gpu_split.sh ab         the self-check in turn with this tree and an older one (KB_AB_OLD: a folder
@@ -159,8 +160,12 @@ roundlen() {   # the self-check once per variant of the timing knobs, on one mac
   for v in ${KB_ROUNDLEN:-as-is KB_DEV_ROUND_S=0.01,KB_DEV_MIN_ROUNDS=12 as-is KB_DEV_ROUND_S=0.01,KB_DEV_MIN_ROUNDS=12}; do
     n=$((n + 1))
     log "self-check $n: $v"
+    local churn=""
+    case "$v" in *KB_CHURN=1*)     # the next job's setup stood in for beside this run (bench/prestart_churn.py)
+      python3 bench/prestart_churn.py > $R/churn-$n.log 2>&1 & churn=$! ;; esac
     with_knobs "$v" timeout -k 10 -s INT "${KB_RUN_S:-330}" $PT $items --kb-candidate=reference \
       --kb-report=$R/roundlen-$n.json 2>&1 | tail -1
+    if [ -n "$churn" ]; then kill $churn; wait $churn; grep -c "^member" $R/churn-$n.log; tail -2 $R/churn-$n.log; fi
     cp $R/roundlen-$n.json "$OUT/" 2>/dev/null
     echo "$v" > "$OUT/roundlen-$n.variant"
   done
