@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from cheatlib import HONEST, failed, item
+from kbrun import by_problem, make_tree, run
 
 pytestmark = pytest.mark.e2e      # every test here reads the red team's inner run (tests/e2e_guard.py)
 
@@ -73,30 +74,6 @@ def solution(x):
     _last[0] = time.perf_counter()
     return out.clone()
 """,
-    # a replay keyed on what a set holds, not where it lies: a call whose inputs hold the values an
-    # earlier call of its window's inputs held (on every rank at once: the ranks agree on each
-    # replay) gets a copy of that call's answer, forgotten between windows (the pause tells them
-    # apart), so the anti-caching passes' small windows of distinct sets never see a replay
-    "replay_values_in_window": HONEST + """
-import hashlib
-import time
-_c = {}
-_last = [0.0]
-def solution(x):
-    if time.perf_counter() - _last[0] > 0.001:     # calls of a window come back to back
-        _c.clear()
-    k = hashlib.sha1(x.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
-    hit = torch.tensor([1.0 if k in _c else 0.0])
-    others = torch.empty_like(hit)
-    r, w = dist.get_rank(), dist.get_world_size()
-    for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, hit, (r + 1) % w),
-                                     dist.P2POp(dist.irecv, others, (r - 1) % w)]):
-        q.wait()
-    out = _c[k] if hit.item() and others.item() else _p2p_sum(x)
-    _c.setdefault(k, out)
-    _last[0] = time.perf_counter()
-    return out.clone()
-""",
 }
 
 
@@ -112,10 +89,40 @@ def test_cached_results_are_a_mismatch(judged, name):
     failed(judged, name, "mismatch")
 
 
-def test_a_replay_of_the_values_a_window_met_before_is_a_mismatch(judged):
+# A replay keyed on what a set holds, not where it lies: a call whose inputs hold values an earlier
+# call's inputs held (on every rank at once: the ranks agree on each replay, so none waits for a
+# peer that replays) gets a copy of that call's answer. The anti-caching passes after timing
+# refresh some ranks' sets only, so there the ranks never agree and it computes.
+REPLAY_VALUES = HONEST + """
+import hashlib
+_c = {}
+def solution(x):
+    k = hashlib.sha1(x.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+    hit = torch.tensor([1.0 if k in _c else 0.0])
+    others = torch.empty_like(hit)
+    r, w = dist.get_rank(), dist.get_world_size()
+    for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, hit, (r + 1) % w),
+                                     dist.P2POp(dist.irecv, others, (r - 1) % w)]):
+        q.wait()
+    out = _c[k] if hit.item() and others.item() else _p2p_sum(x)
+    _c.setdefault(k, out)
+    return out.clone()
+"""
+
+
+def test_a_replay_of_the_values_a_window_met_before_is_a_mismatch(tmp_path):
     """On e19b152 this passed (with a false speedup): a timed window held more calls than fresh
     sets, and each later slot was a copy of an earlier one on every rank alike, so the whole job's
     inputs repeated and a replay keyed on a rank's own values was right. Since, at W > 1 a copy
     holds on each rank a set drawn from the job's key so that no two calls of a window meet the
-    same inputs on every rank (rank/slots.py): a replay answers for inputs the job never had."""
-    failed(judged, "replay_values_in_window", "mismatch")
+    same inputs on every rank (rank/slots.py): a replay answers for inputs the job never had.
+    A run of its own, with windows of 50 ms (a dev knob), so that a window holds more calls than
+    the 8 fresh sets a CPU round makes however loaded the machine (at 10 ms a loaded one made
+    windows of 8 calls or fewer: nothing repeated, nothing to catch)."""
+    problems, solutions = make_tree(tmp_path, {"replay_values_in_window": REPLAY_VALUES})
+    proc, doc = run(tmp_path, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2", "--kb-sizes=tiny",
+                    "--kb-timeout=60", "--kb-pg-timeout=10", timeout=300, env={"KB_DEV_ROUND_S": "0.05"})
+    assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
+    it = by_problem(doc)["collective/replay_values_in_window"]
+    assert (it["outcome"], it["failure"]) == ("failed", "mismatch"), f"{it['outcome']} {it.get('failure')}: {it['message']}"
+    assert "timed call" in it["message"], it["message"]
