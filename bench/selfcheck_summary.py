@@ -39,8 +39,12 @@ def at_least_mib(size: dict) -> bool:
     return ((size.get("timing") or {}).get("set_bytes") or 0) >= MIB
 
 
-def summary(doc: dict, least: int | None = None) -> dict:
-    """The report's figures; with `least`, each size's rounds cut where that least count stops."""
+def summary(doc: dict, least: int | None = None, band: float | None = None, small_band: float | None = None,
+            most: int = 64) -> dict:
+    """The report's figures; with `least`, each size's rounds cut where the adaptive rule would
+    have stopped from that least count, at most `most` rounds, with its noise band within
+    +-`band` (sizes of at least 1 MiB) and +-`small_band` (below), each the size's own target
+    where not given."""
     costs, rounds = [], []
     within, n, within_all, n_all = 0, 0, 0, 0
     slow, windows = 0, 0
@@ -59,7 +63,8 @@ def summary(doc: dict, least: int | None = None) -> dict:
                 slow, windows = slow + sum(x > SLOW * mid for x in side), windows + len(side)
             k, x = len(ratios), s.get("speedup")
             if least is not None and t.get("band_target"):
-                k = stop_at(ratios, least, t["band_target"])
+                target = band if at_least_mib(s) else small_band
+                k = stop_at(ratios[:most], least, target or t["band_target"])
                 spent = sum((t.get("spent_s") or {}).get(p, 0) for p in ("refill", "checks", "reference", "candidate"))
                 own = (spent - timed_seconds(s)) / len(ratios)
                 cost -= (len(ratios) - k) * own
@@ -75,6 +80,7 @@ def summary(doc: dict, least: int | None = None) -> dict:
     passed = sum(i.get("outcome") == "passed" for i in doc["items"])
     med = overhead.medians(doc) or {}
     return {"passed": f"{passed}/{len(doc['items'])}", "within": f"{within}/{n}", "within_all": f"{within_all}/{n_all}",
+            "within_counts": (within, n),
             "cost": statistics.median(costs) if costs else float("nan"),
             "rounds": statistics.median(rounds) if rounds else 0, "own_ms": med.get("own_ms_per_round", float("nan")),
             "slow": slow / windows if windows else float("nan")}

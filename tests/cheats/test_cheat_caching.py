@@ -8,6 +8,19 @@ from kbrun import by_problem, make_tree, run
 
 pytestmark = pytest.mark.e2e      # every test here reads the red team's inner run (tests/e2e_guard.py)
 
+# The replays' agreement: a rank replays only where its ring neighbour met the call before too
+# (every rank, at W = 2), so no rank waits in a send/recv for a peer that replays.
+AGREE = """
+def _all_met(met):
+    mine = torch.tensor([1.0 if met else 0.0])
+    others = torch.empty_like(mine)
+    r, w = dist.get_rank(), dist.get_world_size()
+    for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, mine, (r + 1) % w),
+                                     dist.P2POp(dist.irecv, others, (r - 1) % w)]):
+        q.wait()
+    return bool(mine.item() and others.item())
+"""
+
 CHEATS = {
     "cache_data_ptr": HONEST + """
 _c = {}
@@ -55,7 +68,7 @@ def solution(x):
     # agree on every replay, so none waits for a peer that replays). A correct replay would pass
     # every check with a false speedup; this one answers wrong when it replays, so an item that
     # passes shows no call met memory and values an earlier call of its window met
-    "replay_in_window": HONEST + """
+    "replay_in_window": HONEST + AGREE + """
 import time
 _c = {}
 _last = [0.0]
@@ -63,13 +76,7 @@ def solution(x):
     if time.perf_counter() - _last[0] > 0.001:     # calls of a window come back to back
         _c.clear()
     k = (x.data_ptr(), float(x.double().sum()))
-    hit = torch.tensor([1.0 if k in _c else 0.0])
-    others = torch.empty_like(hit)
-    r, w = dist.get_rank(), dist.get_world_size()
-    for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, hit, (r + 1) % w),
-                                     dist.P2POp(dist.irecv, others, (r - 1) % w)]):
-        q.wait()
-    out = _c[k] + 1 if hit.item() and others.item() else _p2p_sum(x)
+    out = _c[k] + 1 if _all_met(k in _c) else _p2p_sum(x)
     _c.setdefault(k, out)
     _last[0] = time.perf_counter()
     return out.clone()
@@ -93,18 +100,12 @@ def test_cached_results_are_a_mismatch(judged, name):
 # call's inputs held (on every rank at once: the ranks agree on each replay, so none waits for a
 # peer that replays) gets a copy of that call's answer. The anti-caching passes after timing
 # refresh some ranks' sets only, so there the ranks never agree and it computes.
-REPLAY_VALUES = HONEST + """
+REPLAY_VALUES = HONEST + AGREE + """
 import hashlib
 _c = {}
 def solution(x):
     k = hashlib.sha1(x.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
-    hit = torch.tensor([1.0 if k in _c else 0.0])
-    others = torch.empty_like(hit)
-    r, w = dist.get_rank(), dist.get_world_size()
-    for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, hit, (r + 1) % w),
-                                     dist.P2POp(dist.irecv, others, (r - 1) % w)]):
-        q.wait()
-    out = _c[k] if hit.item() and others.item() else _p2p_sum(x)
+    out = _c[k] if _all_met(k in _c) else _p2p_sum(x)
     _c.setdefault(k, out)
     return out.clone()
 """
