@@ -273,6 +273,7 @@ class KBSession:
         record.phases_s = result.get("phases_s")
         record.warnings = (result.get("warnings") or []) + outcome.warnings
         record.isolation = result.get("isolation")
+        record.cores = result.get("cores")
         record.killed_strays, record.log_tail = outcome.killed, outcome.log_tail or None
         record.rank_phases = outcome.rank_phases if outcome.category == Failure.TIMEOUT else None
         if rule_of(outcome.message) and outcome.status == Outcome.FAILED:

@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 from ..procs import mark
 from ..protocol import CandidateInit, Failure, JobLayout, JobSpec, Outcome
 from . import exchange, sandbox, solvers, stores
-from .cuda import context_on_thread
+from .cuda import context_on_thread, pci_address
 from .envwatch import EnvWatch
 from .failures import AgreedFailure, ItemFailed
 from .files import JobFiles, load_module
@@ -56,6 +56,7 @@ class Checker:
         self.driver: Any = None
         self.arenas: dict[int, Any] = {}
         self.isolation: list[str] = []
+        self.cores: dict | None = None         # rank 0's pinning (cores.py), for the report
         self._gen: Any = None
 
     # ---- before anything secret: the candidate process and the reference process ------------------
@@ -240,7 +241,9 @@ class Checker:
     def pin(self) -> None:
         """GPU jobs: the checker on a core of its own, its two solver processes on another (cores.py)."""
         if self.job.device == "cuda" and os.environ.get("KB_DEV_NO_PIN") != "1":
-            solvers.pin(self.link, self.ref, self.local_rank, int(os.environ.get("LOCAL_WORLD_SIZE", self.world)))
+            gpu = pci_address(self.torch, self.local_rank)
+            self.cores = solvers.pin(self.link, self.ref, self.local_rank,
+                                     int(os.environ.get("LOCAL_WORLD_SIZE", self.world)), gpu)
 
     def reference_untouched(self, phase: str) -> None:
         """Before a reference window: the reference process is scheduled as it was set up (the
@@ -294,7 +297,7 @@ class Checker:
         if self.rank == 0:
             self.files.result({
                 "status": Outcome.FAILED if failed else Outcome.PASSED, "failure": failed, "world_size": self.world,
-                "device": self.job.device, "sizes": sizes, "phases_s": self.phases, "isolation": self.isolation,
+                "device": self.job.device, "sizes": sizes, "phases_s": self.phases, "isolation": self.isolation, "cores": self.cores,
                 "warnings": [w for ws in warnings for w in ws]})
         self.barrier()
         self.files.done()

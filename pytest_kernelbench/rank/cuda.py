@@ -116,3 +116,13 @@ def context_on_thread(torch: Any, device: int) -> Callable[[], None]:
         if failed:
             raise failed[0]
     return join
+
+
+def pci_address(torch: Any, device: int) -> str | None:
+    """The GPU's PCI address as sysfs names it ("0000:1b:00.0"), or None where torch does not say."""
+    try:
+        p = torch.cuda.get_device_properties(device)
+        dom, bus, dev = (getattr(p, k) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id"))
+        return f"{int(dom):04x}:{int(bus):02x}:{int(dev):02x}.0"
+    except (AttributeError, RuntimeError, TypeError, ValueError, AssertionError):
+        return None

@@ -39,22 +39,24 @@ def start(layout: JobLayout, job: JobSpec, rank: int, local_rank: int) -> tuple[
     return link, reference
 
 
-def pin(link: Link | None, reference: Link | None, local_rank: int, local_world: int) -> None:
+def pin(link: Link | None, reference: Link | None, local_rank: int, local_world: int, gpu: str | None) -> dict | None:
     """The checker on a core of its own, both solver processes (every thread, and what they start
-    later) together on another; nothing where the machine has too few cores."""
+    later) together on another, chosen by the rank's GPU (its PCI address; cores.py); nothing where
+    the machine has too few cores. Returns the cores taken, for the report."""
     from .cores import plan
-    cpus = plan(local_rank, local_world)
+    cpus = plan(local_rank, local_world, gpu)
     if cpus is None:
-        return
-    os.sched_setaffinity(0, cpus[0])
+        return None
+    os.sched_setaffinity(0, cpus.checker)
     for one in (link, reference):
         if one is not None and one.pid > 0:
             for tid in threads_of(one.pid):
                 try:
-                    os.sched_setaffinity(tid, cpus[1])
+                    os.sched_setaffinity(tid, cpus.solvers)
                 except OSError:      # a thread that just ended
                     pass
             one.pinned = True
+    return cpus.record()
 
 
 def scheduling_changes(was: dict, now: dict, main: int) -> list[str]:

@@ -53,6 +53,7 @@ class ItemRecord:
     phases_s: dict | None = None
     warnings: list[str] = field(default_factory=list)
     isolation: list[str] | None = None
+    cores: dict | None = None                   # rank 0's pinned cores and how they were chosen (rank/cores.py)
     killed_strays: list | None = None
     log_tail: str | None = None
     rank_phases: dict | None = None
