@@ -19,18 +19,30 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from pytest_kernelbench.cli import overhead  # noqa: E402
 from pytest_kernelbench.metrics import timed_seconds  # noqa: E402
-from pytest_kernelbench.rank.stats import band_within  # noqa: E402
+from pytest_kernelbench.rank.stats import band_within, order_depth  # noqa: E402
 
 MIB = 1 << 20
 REPLAY_LEAST = (12, 10, 8)
 SLOW = 1.03     # a window this much longer than its side's median counts as slow (the rounds' rounds as run)
 
 
-def stop_at(ratios: list[float], least: int, band: float, most: int = 64) -> int:
+def plain_within(ratios: list[float], target: float) -> bool:
+    """The band as it was until 2026-11-27's sixth session, for replays: the plain order statistics
+    q_(d), q_(n+1-d) with the largest d covering at least 95 % (96.1 % at 12 rounds, 97.9 % at 16)."""
+    q = sorted(ratios)
+    n = len(q)
+    if n < 2:
+        return False
+    d = order_depth(n)
+    mid = statistics.median(q)
+    return q[d - 1] >= mid * (1 - target) and q[n - d] <= mid * (1 + target)
+
+
+def stop_at(ratios: list[float], least: int, band: float, most: int = 64, within=band_within) -> int:
     """Where the adaptive rule (rank/timing.py: even counts from `least`, band within +-band)
     stops on these rounds; the rounds' own count where it never would have before they ran out."""
     for r in range(least, min(len(ratios), most) + 1, 2):
-        if band_within(ratios[:r], band):
+        if within(ratios[:r], band):
             return r
     return len(ratios)
 
@@ -40,11 +52,11 @@ def at_least_mib(size: dict) -> bool:
 
 
 def summary(doc: dict, least: int | None = None, band: float | None = None, small_band: float | None = None,
-            most: int = 64) -> dict:
+            most: int = 64, band_test=band_within) -> dict:
     """The report's figures; with `least`, each size's rounds cut where the adaptive rule would
-    have stopped from that least count, at most `most` rounds, with its noise band within
-    +-`band` (sizes of at least 1 MiB) and +-`small_band` (below), each the size's own target
-    where not given."""
+    have stopped from that least count, at most `most` rounds, with its noise band (`band_test`: the
+    band's test, the interpolated one by default) within +-`band` (sizes of at least 1 MiB) and
+    +-`small_band` (below), each the size's own target where not given."""
     costs, rounds = [], []
     within, n, within_all, n_all = 0, 0, 0, 0
     slow, windows = 0, 0
@@ -64,7 +76,7 @@ def summary(doc: dict, least: int | None = None, band: float | None = None, smal
             k, x = len(ratios), s.get("speedup")
             if least is not None and t.get("band_target"):
                 target = band if at_least_mib(s) else small_band
-                k = stop_at(ratios[:most], least, target or t["band_target"])
+                k = stop_at(ratios[:most], least, target or t["band_target"], within=band_test)
                 spent = sum((t.get("spent_s") or {}).get(p, 0) for p in ("refill", "checks", "reference", "candidate"))
                 own = (spent - timed_seconds(s)) / len(ratios)
                 cost -= (len(ratios) - k) * own

@@ -224,11 +224,36 @@ def test_yaml_that_forbids_every_cpu_transport_must_say_so(tmp_path):
 
 
 # ---- noise bands and verdicts (pure functions) ----------------------------------------------------
-def test_median_band_uses_order_statistics_of_the_paired_ratios():
-    assert metrics.median_band(list(range(1, 17))) == (4, 13)      # 16 rounds: 4th smallest and largest
-    assert metrics.median_band(list(range(1, 13))) == (3, 10)      # 12 (GPUs' least): 3rd (96.1 %)
-    assert metrics.median_band([1, 2, 3, 4, 5, 6]) == (1, 6)        # 6 rounds: the extremes (96.9 %)
+def test_median_band_interpolates_between_the_order_statistics_that_cover_the_median():
+    lo, hi = metrics.median_band(list(range(1, 13)))           # 12 rounds (GPUs' least): 3rd covers 96.1 %, 4th 85.4 %
+    assert 3 < lo < 4 and 9 < hi < 10 and lo == pytest.approx(3.263, abs=1e-3) and lo + hi == pytest.approx(13)
+    lo, hi = metrics.median_band(list(range(1, 17)))           # 16: 4th covers 97.9 %, 5th 92.3 %
+    assert 4 < lo < 5 and lo == pytest.approx(4.763, abs=1e-3) and lo + hi == pytest.approx(17)
+    assert metrics.median_band([1, 2, 3, 4, 5]) == (1, 5)      # 5 rounds: the extremes (93.8 %, less than asked)
+    assert metrics.median_band([5, 1, 3]) == (1, 5)
     assert metrics.median_band([1.0]) is None
+
+
+@pytest.mark.parametrize("n", [12, 16, 21, 32, 64])
+def test_median_band_covers_the_true_median_95_percent_of_the_time(n):
+    """Monte Carlo, seeded: noise like a VM's (most windows near their level, some stalled long),
+    a skewed one and a normal one. The plain order statistics covered 96-99 %: rounds were run to
+    narrow a band wider than the 95 % it is said to be."""
+    import math
+    import random
+    import statistics
+    rng = random.Random(n)
+
+    def stalls() -> float:
+        return rng.gauss(1, 0.01) if rng.random() < 0.7 else 1 + rng.expovariate(20)
+
+    truth = statistics.median(stalls() for _ in range(200_000))
+    for draw, median in ((stalls, truth), (lambda: math.exp(rng.gauss(0, 0.3)), 1.0), (lambda: rng.gauss(1, 0.03), 1.0)):
+        held = 0
+        for _ in range(2000):
+            lo, hi = metrics.median_band([draw() for _ in range(n)])
+            held += lo <= median <= hi
+        assert 0.93 <= held / 2000 <= 0.97, (n, held / 2000)
 
 
 def test_a_ratio_inside_its_noise_band_is_on_par_whatever_its_value():

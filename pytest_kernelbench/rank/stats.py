@@ -7,25 +7,43 @@ import statistics
 from math import comb
 
 BAND_COVERAGE = 0.95
+BAND_METHOD = "interpolated order statistics"     # each size's timing record names it (median_band)
+
+
+def order_coverage(n: int, d: int) -> float:
+    """The coverage of [q_(d), q_(n+1-d)] for the median of n rounds: P(d <= B <= n - d), B ~ Bin(n, 1/2)."""
+    return sum(comb(n, i) for i in range(d, n - d + 1)) / 2 ** n
+
+
+def order_depth(n: int, coverage: float = BAND_COVERAGE) -> int:
+    """The largest d, at most n // 2, whose [q_(d), q_(n+1-d)] covers at least `coverage` (1 where none does)."""
+    d = 1
+    while d < n // 2 and order_coverage(n, d + 1) >= coverage:
+        d += 1
+    return d
 
 
 def median_band(ratios: list[float], coverage: float = BAND_COVERAGE) -> tuple[float, float] | None:
-    """Distribution-free confidence interval of the median of paired ratios: the order statistics
-    q_(k) and q_(n+1-k) with the largest k whose two-sided coverage 1 - 2 P(Bin(n, 1/2) < k) is at
-    least `coverage` (n = 12 rounds: the 3rd smallest and the 3rd largest, 96.1 %; n = 16: the
-    4th, 97.9 %)."""
+    """The confidence interval of the median of paired ratios, by interpolated order statistics
+    (Hettmansperger and Sheather, 1986): q_(d) and q_(n+1-d) with the largest d whose coverage is
+    at least `coverage`, moved toward q_(d+1) and q_(n-d) by as much as brings it to `coverage`.
+    The plain order statistics cover more than asked (96.1 % at 12 rounds, 97.9 % at 16, 98.7 % at
+    14), so a size ran rounds to narrow a band wider than its own 95 %; interpolated, the coverage
+    stays close to 95 % for continuous distributions of the ratios (their paper; the Monte Carlo
+    test here: 93-97 % at 12-64 rounds for normal, skewed and stall-like noise). With 12 rounds:
+    0.74 q_(3) + 0.26 q_(4) and its mirror. Below 6 rounds (the extremes cover less than asked):
+    the extremes."""
     q = sorted(r for r in ratios if r is not None and r > 0 and math.isfinite(r))
     n = len(q)
     if n < 2:
         return None
-    k, tail = 1, 0.0
-    while True:
-        tail += comb(n, k - 1) / 2 ** n         # P(Bin(n, 1/2) <= k - 1)
-        if 1 - 2 * tail < coverage or k > n // 2:
-            break
-        k += 1
-    k = max(1, k - 1)
-    return q[k - 1], q[n - k]
+    d = order_depth(n, coverage)
+    wide, narrow = order_coverage(n, d), order_coverage(n, d + 1) if d < n // 2 else 0.0
+    if wide <= coverage or d >= n // 2:
+        return q[d - 1], q[n - d]
+    share = (wide - coverage) / (wide - narrow)
+    lam = (n - d) * share / (d + (n - 2 * d) * share)
+    return (1 - lam) * q[d - 1] + lam * q[d], (1 - lam) * q[n - d] + lam * q[n - d - 1]
 
 
 def band_within(ratios: list[float], target: float) -> bool:

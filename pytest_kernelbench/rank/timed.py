@@ -24,7 +24,7 @@ from ..protocol import Failure
 from . import checks, compare, foreign
 from .failures import ItemFailed
 from .slots import Slots, slot_count
-from .stats import paired_speedup, size_band
+from .stats import BAND_METHOD, paired_speedup, size_band
 from .timing import PROBE_CALLS, Timing, part_medians, summarize, window_parts
 
 if TYPE_CHECKING:
@@ -242,7 +242,7 @@ def time_size(run: SizeRun, expected: Any) -> None:
         timing[name]["iters"] = measured["iters"][name]
     slots = state["slots"]
     run.record["timing"] = {**timing, "sets": slots.fresh, "slots": slots.count, "set_bytes": in_bytes + out_bytes,
-                             "band_target": measured["band_target"],
+                             "band_target": measured["band_target"], "band_method": BAND_METHOD,
                              "spent_s": {k: round(v, 4) for k, v in spent.items()},
                              "refill_make_s": round(slots.make_s, 4),   # of spent_s["refill"]: new values made
                              "window_us": {name: part_medians(rows) for name, rows in phases.items() if rows},
