@@ -36,6 +36,8 @@
 #   bash bench/gpu_split.sh ab         the self-check in turn with this tree and an older one (KB_AB_OLD: a folder
 #                                      holding `git archive REV`; KB_AB_PAIRS: how many pairs, 2), this
 #                                      tree first, then the summary of every run (one machine: ratios hold)
+#   bash bench/gpu_split.sh memory     each process's GPU memory (bench/gpu_memory_probe.py) through the self-check
+#                                      of vocab_parallel_cross_entropy and all_gather (KB_ITEMS: other W = 1 items)
 #   bash bench/gpu_split.sh evidence   the self-check of every W = 1-capable problem (W = 1 copies
 #                                      of references that run alone) at sizes >= 1 MiB, the harness
 #                                      cost per item, the shipped kernels, the primitives example
@@ -151,6 +153,14 @@ evidence() {
   cp $R/inline.json "$OUT/" 2>/dev/null
   log tables
   selfcheck_tables
+}
+
+memory() {   # each process's GPU memory through a self-check of a few W = 1 items
+  w1_copies $R/w1 >/dev/null
+  local items=$(for i in ${KB_ITEMS:-utility/vocab_parallel_cross_entropy collective/all_gather}; do echo $R/w1/$i; done)
+  python3 bench/gpu_memory_probe.py --out "$OUT/memory.json" -- -p pytest_kernelbench.plugin -p no:cacheprovider -q \
+    $items --kb-candidate=reference --kb-report=$R/memory-run.json 2>&1 | tail -12
+  cp $R/memory-run.json "$OUT/" 2>/dev/null
 }
 
 roundlen() {   # the self-check once per variant of the timing knobs, on one machine (see the usage above)
@@ -389,6 +399,7 @@ case "$what" in
   procstat) procstat ;;
   jitter) jitter ;;
   roundlen) roundlen ;;
-  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late | lingergemm | hostmem | guards | order | procstat | roundlen"; exit 2 ;;
+  memory) memory ;;
+  *) echo "usage: gpu_split.sh smoke | profile | selfcheck | evidence | late | lingergemm | hostmem | guards | order | procstat | roundlen | memory"; exit 2 ;;
 esac
 log done

@@ -317,6 +317,7 @@ class Checker:
             for size in self.job.size_order:
                 done.append(SizeRun(self, size).run())
                 mark(f"checker: size {size} done")
+                self.cache_back()
         except AgreedFailure as f:
             if f.record not in done:
                 done.append(f.record)
@@ -325,6 +326,12 @@ class Checker:
         self.phases["sizes_s"] = time.perf_counter() - t0
         self.finish(done)
         mark("checker: finished")
+
+    def cache_back(self) -> None:
+        """GPU: the size's cached blocks back to the device (the allocator frees them only when its own
+        process runs short: kept, they starved the solver processes of the next size)."""
+        if self.job.device == "cuda":
+            self.torch.cuda.empty_cache()
 
     def close(self) -> None:
         links = [link for link in (self.link, self.ref) if link is not None]
