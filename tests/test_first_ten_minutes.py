@@ -190,8 +190,10 @@ def test_an_interrupted_run_is_marked_and_says_how_to_continue(tmp_path):
     cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-p", "no:randomly", "-q",
            f"--kb-report={report_path}", str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2",
            "--kb-timing=off", "--kb-trials=20"]
+    # as a terminal's pytest would: a suite started in the background (`cmd &` without job
+    # control) ignores SIGINT, which its children inherit, and then Ctrl-C never reaches the run
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=inner_env())
+                            env=inner_env(), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     jsonl = report_path.with_suffix(".jsonl")
     end = time.monotonic() + 300
     while time.monotonic() < end and not (jsonl.exists() and jsonl.read_text().count("\n") >= 1):
