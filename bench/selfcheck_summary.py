@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from pytest_kernelbench.cli import overhead  # noqa: E402
 from pytest_kernelbench.metrics import timed_seconds  # noqa: E402
-from pytest_kernelbench.rank.stats import band_within, order_depth  # noqa: E402
+from pytest_kernelbench.rank.stats import band_within  # noqa: E402
 
 MIB = 1 << 20
 REPLAY_LEAST = (12, 10, 8)
@@ -27,15 +27,9 @@ SLOW = 1.03     # a window this much longer than its side's median counts as slo
 
 
 def plain_within(ratios: list[float], target: float) -> bool:
-    """The band as it was until 2026-11-27's sixth session, for replays: the plain order statistics
-    q_(d), q_(n+1-d) with the largest d covering at least 95 % (96.1 % at 12 rounds, 97.9 % at 16)."""
-    q = sorted(ratios)
-    n = len(q)
-    if n < 2:
-        return False
-    d = order_depth(n)
-    mid = statistics.median(q)
-    return q[d - 1] >= mid * (1 - target) and q[n - d] <= mid * (1 + target)
+    """The band's test as it was until 2026-11-27's sixth session, for replays: the plain order
+    statistics (96.1 % at 12 rounds, 97.9 % at 16)."""
+    return band_within(ratios, target, interpolate=False)
 
 
 def stop_at(ratios: list[float], least: int, band: float, most: int = 64, within=band_within) -> int:

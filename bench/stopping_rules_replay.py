@@ -3,13 +3,14 @@
     python bench/stopping_rules_replay.py [--each] [REPORT.json ...]   (default: every 18-item
                         self-check under reports/baselines dated 2026-11-27 recorded with the plain band)
 
-For each rule, each size's recorded rounds are cut where the rule would have stopped (a rule can
-only stop earlier than the rounds recorded: only reports recorded with the plain order statistics'
-band are replayed, the last row's interpolated band being the one the harness uses since), the rounds cut come off the item's cost at that
-size's own cost a round (its harness time a round, outside the timed work), and the size's speedup
-is the median of the rounds kept (bench/selfcheck_summary.py's replay, with these rules). Prints, per rule: the median over reports of the median cost per
-item, the reports at or below 3 s, and the share of sizes of at least 1 MiB (scored items) within
-1.00 +- 0.03. A benchmark's table, not a test.
+For each rule, each size's recorded rounds are cut where the rule would have stopped. A rule can
+only stop earlier than the rounds recorded, so only reports recorded with the plain order
+statistics' band are replayed (the last row's interpolated band is the harness's since). The rounds
+cut come off the item's cost at that size's own cost a round (its harness time a round, outside
+the timed work), and the size's speedup is the median of the rounds kept (bench/selfcheck_summary.py's
+replay, with these rules). Prints, per rule: the median over reports of the median cost per item,
+the reports at or below 3 s, and the share of sizes of at least 1 MiB (scored items) within
+1.00 +- 0.03; with --each, a line per report. A benchmark's table, not a test.
 """
 from __future__ import annotations
 

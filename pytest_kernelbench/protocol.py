@@ -366,6 +366,16 @@ def heartbeat_text(data: bytes) -> str | None:
     return parts[1]
 
 
+def range_list(text: str) -> list[int]:
+    """A Linux / Slurm range list ("0-2,5": sysfs CPU lists, srun's task lists) as [0, 1, 2, 5]."""
+    out: list[int] = []
+    for part in text.strip().split(","):
+        if part:
+            a, _, b = part.partition("-")
+            out += range(int(a), int(b or a) + 1)
+    return out
+
+
 def child_pythonpath(env: Mapping[str, str] | None = None) -> str:
     """PYTHONPATH for a child process that must import this package (the job's ranks, the shape
     probe, the calibration): the package's parent first, then what was there."""

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kernelbench.rank.cores import cpulist, host_gpus, physical_cores, plan
+from pytest_kernelbench.protocol import range_list
+from pytest_kernelbench.rank.cores import host_gpus, physical_cores, plan
 
 
 def host(root: Path, nodes: list[tuple[int, int]], smt: bool = False, numa: bool = True) -> tuple[Path, set[int]]:
@@ -57,9 +58,9 @@ def pinnings(sysfs: Path, every: set[int], local_rank: int = 0, world: int = 1) 
 
 
 def test_a_sysfs_cpu_list_reads_runs_and_single_cpus():
-    assert cpulist("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
-    assert cpulist("5") == {5}
-    assert cpulist("") == set()
+    assert set(range_list("0-3,8,10-11\n")) == {0, 1, 2, 3, 8, 10, 11}
+    assert set(range_list("5")) == {5}
+    assert set(range_list("")) == set()
 
 
 def test_only_nvidia_gpus_count_in_pci_order(tmp_path):

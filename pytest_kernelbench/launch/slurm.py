@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..procs import die_with_parent
-from ..protocol import ExitFacts, JobLayout, JobSpec
+from ..protocol import ExitFacts, JobLayout, JobSpec, range_list
 from .base import LaunchError
 from .slurm_workers import KEEP, drop_job_options
 
@@ -43,15 +43,6 @@ EXIT_LINE = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.*)")
 SIGNALS = {"Killed": -signal.SIGKILL, "Terminated": -signal.SIGTERM, "Aborted": -signal.SIGABRT,
            "Segmentation fault": -signal.SIGSEGV, "Interrupt": -signal.SIGINT, "Bus error": -signal.SIGBUS}
 STOP_GRACE_S = 5.0
-
-
-def parse_tasks(text: str) -> list[int]:
-    """"0-2,5" -> [0, 1, 2, 5]"""
-    out: list[int] = []
-    for part in text.split(","):
-        a, _, b = part.partition("-")
-        out += range(int(a), int(b or a) + 1)
-    return out
 
 
 def exit_code(what: str) -> int | None:
@@ -117,11 +108,11 @@ class SlurmRanks:
             line = raw.decode(errors="replace").strip()
             if m := STEP_LINE.search(line):
                 self.step = f"{m.group(1)}.{m.group(2)}"
-                for r in parse_tasks(",".join(m.group(4).split())):
+                for r in range_list(",".join(m.group(4).split())):
                     self.hosts[r] = m.group(3)
             elif m := EXIT_LINE.search(line):
                 code = exit_code(m.group(3))
-                for r in parse_tasks(m.group(2)):
+                for r in range_list(m.group(2)):
                     self.hosts.setdefault(r, m.group(1))
                     with self._lock:
                         if code is not None and r not in self.failed:

@@ -21,6 +21,8 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from ..protocol import range_list
+
 SYSFS = Path("/sys")
 NVIDIA = "0x10de"
 GPU_CLASSES = ("0x0300", "0x0302")     # VGA and 3D controllers (an H100/H200 is 0x0302)
@@ -33,17 +35,6 @@ class Pinning(NamedTuple):
 
     def record(self) -> dict:
         return {"checker": sorted(self.checker), "solvers": sorted(self.solvers), "basis": self.basis}
-
-
-def cpulist(text: str) -> set[int]:
-    """A sysfs CPU list ("0-3,8,10-11") as a set."""
-    out: set[int] = set()
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def _read(path: Path) -> str | None:
@@ -76,7 +67,7 @@ def near_cpus(gpu: str, sysfs: Path = SYSFS) -> frozenset[int]:
     """The CPUs near a GPU (its NUMA node's); empty where sysfs does not say."""
     text = _read(sysfs / "bus/pci/devices" / gpu / "local_cpulist")
     try:
-        return frozenset(cpulist(text)) if text else frozenset()
+        return frozenset(range_list(text)) if text else frozenset()
     except ValueError:
         return frozenset()
 

@@ -63,6 +63,7 @@ class Slots:
         self.lent, self.layout, self.make, self.sync, self.torch = lent, layout, make, sync, torch
         self.flush, self.rank, self.world, self.seed = flush, rank, world, seed
         self.src: list[int] = []  # per filled slot: the fresh slot whose values it holds
+        self.src_on: dict[Any, Any] = {}      # self.src as an index tensor, per device (made once a refill)
         self.count = len(lent)
         self.fresh = max(1, min(fresh, self.count))
         self.priv: list[Any] = [held] * self.count
@@ -93,7 +94,7 @@ class Slots:
             self.priv[k] = compare.adopt(self.priv[k], new)
         compare.copy_all(pairs)
         self.filled, self.fresh_filled = calls, f
-        self.src = self._sources(key, f, calls)
+        self.src, self.src_on = self._sources(key, f, calls), {}
         for k in range(f, calls):
             self.priv[k] = self.priv[self.src[k]]
         if calls > f:
@@ -114,6 +115,11 @@ class Slots:
         draws = rng.sample(range(pairs), min(n, pairs)) + [rng.randrange(pairs) for _ in range(n - pairs)]
         return list(range(f)) + [(m // (f - 1) + (1 + m % (f - 1)) * self.rank) % f for m in draws]
 
+    def _src_index(self, device: Any) -> Any:
+        if device not in self.src_on:
+            self.src_on[device] = self.torch.tensor(self.src, device=device)
+        return self.src_on[device]
+
     def _plain(self) -> list[tuple[int, int]]:
         """W = 1: the filled slots as (first slot, slots) runs of f, each a copy of the first."""
         f = self.fresh_filled
@@ -130,8 +136,7 @@ class Slots:
                     for start, m in self._plain()[1:]:
                         rows[start:start + m].copy_(rows[:m])
                 else:
-                    idx = self.torch.tensor(self.src[f:calls], device=rows.device)
-                    self.torch.index_select(rows[:f], 0, idx, out=rows[f:calls])
+                    self.torch.index_select(rows[:f], 0, self._src_index(rows.device)[f:calls], out=rows[f:calls])
         else:
             pairs: list = []
             for k in range(f, calls):
@@ -146,10 +151,10 @@ class Slots:
                 yield rows[start:start + m], kept[:m]
             return
         yield rows[:f], kept[:f]
+        idx = self._src_index(rows.device)
         for start in range(f, calls, f):
             end = min(calls, start + f)
-            idx = self.torch.tensor(self.src[start:end], device=rows.device)
-            yield rows[start:end], kept.index_select(0, idx)
+            yield rows[start:end], kept.index_select(0, idx[start:end])
 
     def before(self, side: str, inplace: bool) -> bool:
         """Before `side`'s window: after the other side's window (a round's second), compare the
