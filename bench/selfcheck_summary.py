@@ -46,11 +46,12 @@ def at_least_mib(size: dict) -> bool:
 
 
 def summary(doc: dict, least: int | None = None, band: float | None = None, small_band: float | None = None,
-            most: int = 64, band_test=band_within) -> dict:
+            most: int = 64, band_test=band_within, skip: int = 0) -> dict:
     """The report's figures; with `least`, each size's rounds cut where the adaptive rule would
     have stopped from that least count, at most `most` rounds, with its noise band (`band_test`: the
     band's test, the interpolated one by default) within +-`band` (sizes of at least 1 MiB) and
-    +-`small_band` (below), each the size's own target where not given."""
+    +-`small_band` (below), each the size's own target where not given; `skip`: that many first
+    rounds run (and cost) but left out of the band and the speedup, as an uncounted warm-up round."""
     costs, rounds = [], []
     within, n, within_all, n_all = 0, 0, 0, 0
     slow, windows = 0, 0
@@ -70,11 +71,12 @@ def summary(doc: dict, least: int | None = None, band: float | None = None, smal
             k, x = len(ratios), s.get("speedup")
             if least is not None and t.get("band_target"):
                 target = band if at_least_mib(s) else small_band
-                k = stop_at(ratios[:most], least, target or t["band_target"], within=band_test)
+                k = min(len(ratios), skip + stop_at(ratios[skip:skip + most], least, target or t["band_target"],
+                                                    within=band_test))
                 spent = sum((t.get("spent_s") or {}).get(p, 0) for p in ("refill", "checks", "reference", "candidate"))
                 own = (spent - timed_seconds(s)) / len(ratios)
                 cost -= (len(ratios) - k) * own
-                x = statistics.median(ratios[:k])
+                x = statistics.median(ratios[skip:k])
             item_rounds += k
             if at_least_mib(s) and x is not None:
                 ok = abs(x - 1.0) <= 0.03
