@@ -13,7 +13,10 @@ from kbrun import by_problem, inner_env, leftover_processes, make_tree, plugin_a
 pytestmark = pytest.mark.e2e      # every test here runs an inner pytest or ranks (tests/e2e_guard.py)
 
 GOOD = "import torch.distributed as dist\ndef solution(x):\n    out = x.clone()\n    dist.all_reduce(out)\n    return out\n"
-SLOW = "import time\nimport torch.distributed as dist\ndef solution(x):\n    time.sleep(0.5)\n" \
+# slow once, at import: a window holds as many calls as ~10 ms of the reference's take, so a
+# candidate slow in every call is slow by however fast gloo was in the reference's probes (0.5 s a
+# call once made a window of ~100 calls under CI load, and the resumed item met its deadline)
+SLOW = "import time\nimport torch.distributed as dist\ntime.sleep(4)\ndef solution(x):\n" \
        "    out = x.clone()\n    dist.all_reduce(out)\n    return out\n"
 
 
