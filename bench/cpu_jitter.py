@@ -27,22 +27,28 @@ def steal_ticks(cpu: int) -> int:
     return 0
 
 
-def spin(cpu: int, seconds: float, conn) -> None:
-    os.sched_setaffinity(0, {cpu})
+def gaps(seconds: float, thresholds: tuple[int, ...] = THRESHOLDS_NS) -> tuple[list[int], int, int]:
+    """Spin on the clock for `seconds`: per threshold, the gaps between two reads longer than it;
+    the time lost in gaps over the first threshold; the longest gap (ns)."""
     clock = time.perf_counter_ns
-    counts, lost, worst = [0] * len(THRESHOLDS_NS), 0, 0
+    counts, lost, worst = [0] * len(thresholds), 0, 0
     end = clock() + int(seconds * 1e9)
     last = clock()
     while last < end:
         now = clock()
         gap = now - last
-        if gap > THRESHOLDS_NS[0]:
+        if gap > thresholds[0]:
             lost += gap
             worst = max(worst, gap)
-            for i, t in enumerate(THRESHOLDS_NS):
+            for i, t in enumerate(thresholds):
                 counts[i] += gap > t
         last = now
-    conn.send((counts, lost, worst))
+    return counts, lost, worst
+
+
+def spin(cpu: int, seconds: float, conn) -> None:
+    os.sched_setaffinity(0, {cpu})
+    conn.send(gaps(seconds))
 
 
 def main() -> None:

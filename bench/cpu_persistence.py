@@ -16,29 +16,24 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from multiprocessing import Pipe, Process
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_jitter import gaps  # noqa: E402
 
 GAP_NS, STALL_NS = 20_000, 1_000_000
 
 
 def spin(cpu: int, interval: float, intervals: int, start: float, conn) -> None:
     os.sched_setaffinity(0, {cpu})
-    clock = time.perf_counter_ns
     while time.time() < start:
         pass
     out = []
     for _ in range(intervals):
-        lost = stalls = 0
-        end = clock() + int(interval * 1e9)
-        last = clock()
-        while last < end:
-            now = clock()
-            gap = now - last
-            if gap > GAP_NS:
-                lost += gap
-                stalls += gap > STALL_NS
-            last = now
+        (_, stalls), lost, _ = gaps(interval, (GAP_NS, STALL_NS))
         out.append((lost / 1e6 / interval, stalls))
     conn.send(out)
 

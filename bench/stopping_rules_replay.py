@@ -17,26 +17,40 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from selfcheck_summary import REPO, plain_within, summary  # noqa: E402
 
 from pytest_kernelbench.rank.stats import band_within  # noqa: E402
 
-# (label, least rounds, band target for sizes >= 1 MiB, band target below, most rounds, the band's test:
-# the plain order statistics, as the recorded runs used, or the interpolated ones, as now; then the
-# first rounds left out of the band, run as a warm-up)
-RULES = (("plain order statistics (+-3 %, 12-64 rounds)", 12, 0.03, 0.03, 64, plain_within),
-         ("band +-4 %", 12, 0.04, 0.04, 64, plain_within), ("band +-5 %", 12, 0.05, 0.05, 64, plain_within),
-         ("at most 40 rounds", 12, 0.03, 0.03, 40, plain_within), ("at most 32 rounds", 12, 0.03, 0.03, 32, plain_within),
-         ("+-5 % below 1 MiB only", 12, 0.03, 0.05, 64, plain_within),
-         ("interpolated order statistics (+-3 %, 12-64 rounds)", 12, 0.03, 0.03, 64, band_within),
+
+class Rule(NamedTuple):
+    label: str
+    least: int          # rounds a size runs at least
+    band: float         # band target, sizes of at least 1 MiB
+    small_band: float   # and below
+    most: int           # rounds at most
+    test: Callable      # the band's test: the plain order statistics (as the recorded runs used) or the interpolated
+    skip: int = 0       # first rounds run as a warm-up, left out of the band and the speedup
+
+    def summary(self, doc: dict) -> dict:
+        return summary(doc, self.least, self.band, self.small_band, self.most, band_test=self.test, skip=self.skip)
+
+
+PLAIN = Rule("plain order statistics (+-3 %, 12-64 rounds)", 12, 0.03, 0.03, 64, plain_within)
+INTERPOLATED = Rule("interpolated order statistics (+-3 %, 12-64 rounds)", 12, 0.03, 0.03, 64, band_within)
+RULES = (PLAIN,
+         Rule("band +-4 %", 12, 0.04, 0.04, 64, plain_within), Rule("band +-5 %", 12, 0.05, 0.05, 64, plain_within),
+         Rule("at most 40 rounds", 12, 0.03, 0.03, 40, plain_within),
+         Rule("at most 32 rounds", 12, 0.03, 0.03, 32, plain_within),
+         Rule("+-5 % below 1 MiB only", 12, 0.03, 0.05, 64, plain_within),
+         INTERPOLATED,
          # a size's first round is slow on both sides (new slots, the windows' first outputs of
          # that many calls): its ratio reads 0.93 at the median, against 1.00 for the rest
-         ("interpolated, the first round a warm-up", 12, 0.03, 0.03, 64, band_within, 1))
-
-INTERPOLATED = next(rule for rule in RULES if rule[0].startswith("interpolated order statistics"))
+         Rule("interpolated, the first round a warm-up", 12, 0.03, 0.03, 64, band_within, skip=1))
 
 
 def interpolated(doc: dict) -> bool:
@@ -59,17 +73,17 @@ def main(paths: list[str]) -> None:
     print(f"{len(docs)} self-checks\n")
     print("| rule | median cost per item s (median over reports) | reports at or below 3 s | sizes >= 1 MiB within +-0.03 |")
     print("|---|---|---|---|")
-    for label, least, big, small, most, test, *skip in RULES:
-        rows = [summary(d, least, big, small, most, band_test=test, skip=sum(skip)) for d in docs]
+    for rule in RULES:
+        rows = [rule.summary(d) for d in docs]
         w, n = sum(r["within_counts"][0] for r in rows), sum(r["within_counts"][1] for r in rows)
-        print(f"| {label} | {statistics.median(r['cost'] for r in rows):.2f} | {sum(r['cost'] <= 3 for r in rows)} of "
+        print(f"| {rule.label} | {statistics.median(r['cost'] for r in rows):.2f} | {sum(r['cost'] <= 3 for r in rows)} of "
               f"{len(rows)} | {100 * w / max(n, 1):.1f} % |")
 
     if each:
         print("\n| report | as run: cost s, within | plain band replayed | interpolated band replayed |")
         print("|---|---|---|---|")
         for name, doc in zip(names, docs):
-            cells = [summary(doc)] + [summary(doc, *rule[1:5], band_test=rule[5]) for rule in (RULES[0], INTERPOLATED)]
+            cells = [summary(doc), PLAIN.summary(doc), INTERPOLATED.summary(doc)]
             print(f"| {name} | " + " | ".join(f"{c['cost']:.2f}, {c['within']}" for c in cells) + " |")
 
 
