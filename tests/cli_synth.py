@@ -143,3 +143,23 @@ def env() -> dict[str, str]:
     out = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
     out["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH", "")])
     return out
+
+
+PARALLELISMS = ("tp", "sp", "cp", "dp", "fsdp", "ep", "pp", "non_llm")
+
+
+def wide_run(tmp: Path, name: str = "wide.json", model: str = "prov/a-model-whose-name-runs-long-on-a-board",
+             problems: int = 26) -> Path:
+    """A full run's breakdowns at their widest: every problem its own family with a long name, all
+    eight parallelisms, nine libraries; every fourth item fails (a 0 % family)."""
+    recs = []
+    for n in range(problems):
+        problem = f"collective/variant_{n:02d}_of_a_problem_with_a_long_name"
+        PROBLEMS.setdefault(problem, ("collective", ("easy", "medium", "hard")[n % 3], [PARALLELISMS[n % 8]],
+                                      ["nccl", f"library_{n % 9}"]))
+        failed = n % 4 == 0
+        rec = record(problem, "failed" if failed else "passed", [1.0 + n / 10], model=model,
+                     failure="mismatch" if failed else None)
+        rec["family"] = f"family_of_variants_{n:02d}"
+        recs.append(rec)
+    return write(tmp / name, recs, H200, {"candidate": "auto", "model": model, "samples": 1, "rounds": 1})

@@ -131,7 +131,8 @@ def test_a_plot_with_nothing_to_show_is_left_out_and_the_page_says_why(tmp_path)
     cpu = synth.cpu_reference(tmp_path)
     assert main.main(["leaderboard", str(cpu), "--png", str(tmp_path / "png"), "--html", str(tmp_path / "i.html")]) == 0
     assert sorted(p.name for p in (tmp_path / "png").iterdir()) == ["category.png", "difficulty.png"]
-    assert image.imread(str(tmp_path / "png" / "category.png")).shape[1] < 420      # one panel, not two
+    height, width = image.imread(str(tmp_path / "png" / "category.png")).shape[:2]
+    assert width >= plots.MIN_PX and width < 1.6 * height      # one panel, not two, still 1000 px wide
     text = (tmp_path / "i.html").read_text()
     assert text.count("data:image/png") == 2 and "GM-speedup left out: no entry measured speed" in text
     for stem, why in (("speedup_tiers", "no entry measured speed (cpu: not a speed)"),
@@ -158,12 +159,39 @@ def test_page_is_self_contained_with_the_tables_and_plots(page):
     assert "<script" not in html and not re.search(r'(src|href)="(https?:)?//', html)
 
 
-def test_png_folder_holds_the_five_small_plots(page):
+def test_png_folder_holds_the_five_plots_at_least_1000px_wide_and_small(page):
+    """The PNGs were 370 px wide (blurred when the page showed them bigger); now every one is at
+    least 1000 px wide, in a 128-colour palette that keeps it small enough to commit and inline."""
+    from matplotlib import image
     pngs = sorted(p.name for p in (page / "png").iterdir())
     assert pngs == ["category.png", "difficulty.png", "refinement.png", "roofline.png", "speedup_tiers.png"]
     for p in (page / "png").iterdir():
         data = p.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) < 60_000, (p.name, len(data))
+        assert image.imread(str(p)).shape[1] >= 1000, p.name
+
+
+def test_a_0_percent_bar_is_drawn_and_unlike_a_tag_that_did_not_run(tmp_path):
+    """A failed group (counted, none passed) had a bar of height 0, which looked like a tag the
+    entry never ran. It is now a hatched stub marked 0 (and the legend says so); a tag the entry
+    did not run still has no bar."""
+    pytest.importorskip("matplotlib")
+    one = leaderboard.ranked(reports.entries([reports.load(synth.model_b(tmp_path))]))
+    # model-b: collective 1/1, p2p 1/1, fusion 0/1 (mismatch), ep only skipped (no column)
+    fig = _fig(plots.by_tag(one, "category"))
+    ax = fig.axes[0]
+    tags = [t.get_text() for t in ax.get_xticklabels()]
+    assert tags == ["collective", "fusion", "p2p"]
+    drawn = [p for p in ax.patches if p.get_height() > 0]
+    stubs = [p for p in drawn if p.get_gid() == "zero"]
+    assert len(stubs) == 1 and stubs[0].get_hatch() and round(stubs[0].get_x() + stubs[0].get_width() / 2) == 1
+    assert [t.get_text() for t in ax.texts] == ["0"]
+    assert any("none passed" in t.get_text() for legend in _legends(fig) for t in legend.get_texts())
+    two = leaderboard.ranked(reports.entries([reports.load(p) for p in (synth.model_b(tmp_path, "b2.json"),
+                                                                     synth.cpu_reference(tmp_path))]))
+    fig = _fig(plots.by_tag(two, "category"))
+    # the CPU run has no fusion item: no bar of its colour there, and still one stub (model-b's)
+    assert len([p for p in fig.axes[0].patches if p.get_gid() == "zero"]) == 1
 
 
 @pytest.mark.e2e
@@ -199,8 +227,9 @@ def test_headless_chromium_shows_the_table_and_the_plots(page, chromium, tmp_pat
 
 
 MEASURE = ("<script>document.title = JSON.stringify({page: document.documentElement.scrollWidth, "
-           "window: document.documentElement.clientWidth, right: Array.from(document.querySelectorAll("
-           "'table, figure')).map(e => [e.id, Math.ceil(e.getBoundingClientRect().right)])});</script>")
+           "scroll: document.scrollingElement.scrollWidth, window: document.documentElement.clientWidth, "
+           "right: Array.from(document.querySelectorAll('table, figure'))"
+           ".map(e => [e.id, Math.ceil(e.getBoundingClientRect().right)])});</script>")
 
 
 @pytest.mark.e2e
@@ -209,16 +238,39 @@ def test_the_gpu_baselines_page_fits_a_1400px_window(chromium, tmp_path):
     or plot reaches past the window, and the page never scrolls sideways."""
     pytest.importorskip("matplotlib")
     assert main.main(["leaderboard", *(str(REPO / p) for p in GPU_BASELINES), "--html", str(tmp_path / "i.html")]) == 0
-    probe = tmp_path / "probe.html"          # a copy that measures itself (the page has no script)
-    probe.write_text((tmp_path / "i.html").read_text().replace("</body>", MEASURE + "</body>"))
-    dom = headless(chromium, tmp_path, "--window-size=1400,2000", "--dump-dom", probe.as_uri())
-    found = re.search(r"<title>(.*?)</title>", dom.stdout)
-    assert found and found.group(1).startswith("{"), dom.stderr[-500:]
-    size = json.loads(unescape(found.group(1)))
-    assert size["page"] <= size["window"] <= 1400, size
+    size = _measured(chromium, tmp_path, (tmp_path / "i.html").read_text())
+    assert size["page"] <= size["window"] <= 1400 and size["scroll"] <= size["window"], size
     wide = [(key, right) for key, right in size["right"] if right > size["window"]]
     assert not wide, f"past the {size['window']} px window: {wide}"
     assert {key for key, _ in size["right"]} >= {"leaderboard", "speed", "category", "plot-category", "plot-roofline"}
+
+
+def _measured(chromium: str, tmp_path, page_html: str) -> dict:
+    """The page in headless Chromium at a 1400 px window, as its own script measured it."""
+    probe = tmp_path / "probe.html"          # a copy that measures itself (the page has no script)
+    probe.write_text(page_html.replace("</body>", MEASURE + "</body>"))
+    dom = headless(chromium, tmp_path, "--window-size=1400,2000", "--dump-dom", probe.as_uri())
+    found = re.search(r"<title>(.*?)</title>", dom.stdout)
+    assert found and found.group(1).startswith("{"), dom.stderr[-500:]
+    return json.loads(unescape(found.group(1)))
+
+
+@pytest.mark.e2e
+def test_a_board_with_26_families_does_not_scroll_sideways_at_1400px(chromium, runs, tmp_path):
+    """The family table of a full run (a column per family, 13 in problems/, names that are one
+    long word) scrolled the page sideways at 1400 px. Here 26 families, 8 parallelisms and 10
+    libraries with a long model name beside the synthetic runs: the page's scrollingElement is no
+    wider than the window, and no table or plot reaches past it."""
+    pytest.importorskip("matplotlib")
+    wide = synth.wide_run(tmp_path)
+    assert main.main(["leaderboard", *runs, str(wide), "--html", str(tmp_path / "i.html")]) == 0
+    text = (tmp_path / "i.html").read_text()
+    size = _measured(chromium, tmp_path, text)
+    assert size["scroll"] <= size["window"] <= 1400, size
+    wide_ones = [(key, right) for key, right in size["right"] if right > size["window"]]
+    assert not wide_ones, f"past the {size['window']} px window: {wide_ones}"
+    assert '<table id="family-3">' in text and '<table id="family-4">' not in text     # 26 tags: 9 + 9 + 8
+    assert {key for key, _ in size["right"]} >= {"family", "family-2", "parallelism", "libraries"}
 
 
 def test_the_committed_screenshot_is_the_gpu_baselines_page_at_1400px():

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 MISSING = "plots need matplotlib: pip install 'pytest-kernelbench[plot]'"
 TIER_COLORS: dict[str, str] = {Tier.BETTER: "#2ca02c", Tier.ON_PAR: "#1f77b4", Tier.DEGRADED: "#ff7f0e",
                                Tier.SEVERELY_DEGRADED: "#d62728"}
-DPI = 80          # small PNGs: they are committed and embedded in the page
-WIDE = 8.0        # inches: two of these side by side fit a 1400 px page
+DPI = 80          # the least resolution; a narrow figure gets more, so that every PNG is MIN_PX wide
+MIN_PX = 1000     # a PNG narrower than this is blurred when the page shows it at half of 1400 px
+WIDE = 8.0        # inches: a two-panel figure (the page gives it the whole width)
+ZERO_STUB = 0.03  # height (on the pass-rate axis of 0-1.05) of the hatched stub that shows a 0 % bar
 NO_SPEED = "no entry measured speed (cpu: not a speed)"
 LOG_TICKS = (0.001, 0.01, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)
 
@@ -41,6 +43,7 @@ class Plot:
     title: str
     png: bytes | None
     note: str = ""
+    wide: bool = False        # two panels or one long axis: the page gives it the whole width
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -49,15 +52,21 @@ def _figure(width: float, height: float) -> Figure:
         from matplotlib.figure import Figure
     except ImportError:
         raise PlotsUnavailable(MISSING) from None
-    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(width, height), dpi=max(DPI, math.ceil(MIN_PX / width)), layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
 def _png(fig: Figure) -> bytes:
+    """The figure as a PNG of at most 128 colours (Pillow comes with matplotlib): a third of the
+    bytes of the full-colour one, and no difference a reader can see in flat-coloured plots."""
+    from PIL import Image
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
-    return buf.getvalue()
+    fig.savefig(buf, format="png", dpi=fig.dpi)
+    buf.seek(0)
+    out = io.BytesIO()
+    Image.open(buf).convert("RGB").quantize(colors=128).save(out, format="PNG", optimize=True)
+    return out.getvalue()
 
 
 def colors(scores: list[Score]) -> dict[str, Any]:
@@ -89,18 +98,28 @@ def legend_outside(fig: Figure, handles: list, labels: list[str], where: str = "
     fig.set_figheight(height + legend.get_window_extent().height / fig.dpi + 0.1)
 
 
-def _bars(ax: Axes, scores: list[Score], tags: list[str], key: str, value: str, color: dict) -> list[Score]:
-    """Grouped bars: one group per tag of `key`, one bar per entry that has a value there."""
+def _bars(ax: Axes, scores: list[Score], tags: list[str], key: str, value: str, color: dict) -> tuple[list[Score], int]:
+    """Grouped bars: one group per tag of `key`, one bar per entry that has a value there. A value
+    of 0 (items counted, none passed) is a hatched stub marked 0, so that it does not look like a
+    tag the entry never ran (no bar). Returns the entries shown and how many stubs were drawn."""
     shown = [s for s in scores if any(s.breakdowns.get(key, {}).get(t, {}).get(value) is not None for t in tags)]
     width = 0.8 / max(len(shown), 1)
+    stubs = 0
     for n, s in enumerate(shown):
         ys = [s.breakdowns[key].get(t, {}).get(value) for t in tags]
         xs = [i + n * width - 0.4 + width / 2 for i in range(len(tags))]
-        ax.bar([x for x, y in zip(xs, ys) if y is not None], [y for y in ys if y is not None], width,
+        ax.bar([x for x, y in zip(xs, ys) if y], [y for y in ys if y], width,
                label=short(s.label), color=color[s.label])
+        zeros = [x for x, y in zip(xs, ys) if y == 0]
+        if zeros:
+            ax.bar(zeros, [ZERO_STUB] * len(zeros), width, color="white", edgecolor=color[s.label], hatch="////",
+                   lw=0.8, gid="zero")
+            for x in zeros:
+                ax.text(x, ZERO_STUB, "0", ha="center", va="bottom", fontsize=6, color="#222222")
+            stubs += len(zeros)
     ax.set_xticks(range(len(tags)))
     ax.set_xticklabels(tags, rotation=30, ha="right", fontsize=8)
-    return shown
+    return shown, stubs
 
 
 def by_tag(scores: list[Score], key: str) -> tuple[Figure | None, str]:
@@ -113,7 +132,7 @@ def by_tag(scores: list[Score], key: str) -> tuple[Figure | None, str]:
     fig = _figure(WIDE if speed else WIDE / 2 + 0.6, 3.0)
     axes = fig.subplots(1, 2) if speed else [fig.subplots()]
     color = colors(scores)
-    shown = _bars(axes[0], scores, tags, key, "pass_rate", color)
+    shown, stubs = _bars(axes[0], scores, tags, key, "pass_rate", color)
     axes[0].set_ylim(0, 1.05)
     axes[0].set_ylabel("pass rate")
     if speed:
@@ -121,13 +140,17 @@ def by_tag(scores: list[Score], key: str) -> tuple[Figure | None, str]:
         axes[1].set_ylabel("GM-speedup (passed)")
         axes[1].axhline(1.0, color="#444444", lw=0.8, ls="--")
     fig.suptitle(f"by {'library' if key == 'libraries' else key}", fontsize=10)
-    legend_outside(fig, [_patch(color[s.label]) for s in shown], [short(s.label) for s in shown])
+    handles, labels = [_patch(color[s.label]) for s in shown], [short(s.label) for s in shown]
+    if stubs:
+        handles.append(_patch("white", edgecolor="#444444", hatch="////"))
+        labels.append("0 % (counted, none passed); no bar: none ran")
+    legend_outside(fig, handles, labels)
     return fig, "" if speed else f"GM-speedup left out: {NO_SPEED}"
 
 
-def _patch(color: Any) -> Any:
+def _patch(color: Any, **style: Any) -> Any:
     from matplotlib.patches import Patch
-    return Patch(color=color)
+    return Patch(facecolor=color, **style)
 
 
 def _log_ticks(ax: Axes, axis: str, lo: float, hi: float) -> None:
@@ -237,10 +260,10 @@ def render(scores: list[Score]) -> list[Plot]:
     for key in ("category", "difficulty"):
         fig, note = by_tag(scores, key)
         what = "Pass rate" if note.startswith("GM-speedup") else "Pass rate and GM-speedup"
-        out.append(Plot(key, f"{what} by {key}", _png(fig) if fig else None, note))
+        out.append(Plot(key, f"{what} by {key}", _png(fig) if fig else None, note, wide=not note))
     for stem, title, (fig, note) in (
             ("speedup_tiers", "Speedup distribution by verdict tier", speedup_tiers(scores)),
             ("refinement", "Cumulative pass by refinement round", refinement(scores)),
             ("roofline", "Roofline: candidate vs reference", roofline(scores))):
-        out.append(Plot(stem, title, _png(fig) if fig else None, note))
+        out.append(Plot(stem, title, _png(fig) if fig else None, note, wide=stem == "speedup_tiers"))
     return out
