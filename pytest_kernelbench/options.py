@@ -1,5 +1,5 @@
 """Every --kb-* option, once: its name, type, default, allowed values and help (OPTIONS). The
-command line, the ini keys, `pytest --help`, the README's option table and the `Settings` every
+command line, the ini keys, `pytest --help`, the option table of docs/options.md and the `Settings` every
 stage reads are all made from this one table, so adding an option is adding one row.
 
 Precedence (`value_of`, the one place it is decided): the command line, else the ini file
@@ -193,12 +193,13 @@ def per_item(settings_value: Any, problem_value: Any, default: Any = None) -> An
     return problem_value if problem_value is not None else default
 
 
-README_MARKS = ("<!-- options: generated from options.OPTIONS by `python -m pytest_kernelbench.options` -->",
+PAGE = "docs/options.md"      # the option reference, relative to the checkout's root
+TABLE_MARKS = ("<!-- options: generated from options.OPTIONS by `python -m pytest_kernelbench.options` -->",
                 "<!-- options: end -->")
 
 
 def options_markdown() -> str:
-    """The README's option table (between README_MARKS), made from OPTIONS so it cannot drift."""
+    """The option table of docs/options.md (between TABLE_MARKS), made from OPTIONS so it cannot drift."""
     rows = ["| option (ini `kb_*`) | default | what it does |", "|---|---|---|"]
     for o in OPTIONS:
         value = "" if o.kind is bool else f"={o.name.split('-')[-1].upper()}"
@@ -206,20 +207,20 @@ def options_markdown() -> str:
     return "\n".join(rows)
 
 
-def write_readme_options(readme: Any) -> bool:
-    """Put the option table into the README; True when it changed."""
+def write_options_page(page: Any) -> bool:
+    """Put the option table into docs/options.md; True when it changed."""
     from pathlib import Path
-    readme = Path(readme)
-    text = readme.read_text()
-    head, rest = text.split(README_MARKS[0], 1)
-    _, tail = rest.split(README_MARKS[1], 1)
-    new = f"{head}{README_MARKS[0]}\n{options_markdown()}\n{README_MARKS[1]}{tail}"
+    page = Path(page)
+    text = page.read_text()
+    head, rest = text.split(TABLE_MARKS[0], 1)
+    _, tail = rest.split(TABLE_MARKS[1], 1)
+    new = f"{head}{TABLE_MARKS[0]}\n{options_markdown()}\n{TABLE_MARKS[1]}{tail}"
     if new != text:
-        readme.write_text(new)
+        page.write_text(new)
     return new != text
 
 
 if __name__ == "__main__":
     from pathlib import Path
-    changed = write_readme_options(Path(__file__).resolve().parent.parent / "README.md")
-    print("README.md option table " + ("updated" if changed else "already up to date"))
+    changed = write_options_page(Path(__file__).resolve().parent.parent / PAGE)
+    print(f"{PAGE} option table " + ("updated" if changed else "already up to date"))

@@ -7,7 +7,7 @@ daemon of this cluster carries in its environment (KB_SLURM_CLUSTER=<folder>) an
 too. Where Slurm is not installed or does not come up, `SlurmCluster.start` raises
 `SlurmUnavailable` (the fixture skips with its reason; it never fails).
 
-What this cannot show (README "On a Slurm cluster"): NCCL over a network, proctrack/cgroup, NFS.
+What this cannot show (docs/slurm.md): NCCL over a network, proctrack/cgroup, NFS.
 """
 from __future__ import annotations
 

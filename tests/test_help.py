@@ -55,9 +55,9 @@ def test_every_help_text_survives_argparse_formatting():
         assert text % {"default": None, "dest": name, "prog": "pytest"} == help_text(name), name
 
 
-def test_the_readme_option_table_is_the_options_table():
-    from pytest_kernelbench.options import README_MARKS, options_markdown
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    assert README_MARKS[0] in readme, "README.md lost its option table markers"
-    block = readme.split(README_MARKS[0], 1)[1].split(README_MARKS[1], 1)[0].strip()
-    assert block == options_markdown(), "README option table drifted: run `python -m pytest_kernelbench.options`"
+def test_the_docs_option_table_is_the_options_table():
+    from pytest_kernelbench.options import PAGE, TABLE_MARKS, options_markdown
+    page = (Path(__file__).resolve().parent.parent / PAGE).read_text()
+    assert TABLE_MARKS[0] in page, f"{PAGE} lost its option table markers"
+    block = page.split(TABLE_MARKS[0], 1)[1].split(TABLE_MARKS[1], 1)[0].strip()
+    assert block == options_markdown(), f"{PAGE}'s option table drifted: run `python -m pytest_kernelbench.options`"

@@ -460,8 +460,8 @@ def test_node_ids_paste_back_and_paths_collect_only_what_they_name(tmp_path):
     assert proc.returncode == 0 and len(ids) == 11
     assert [i.split("::")[0] for i in ids][:4] == ["pkb/1_allreduce.py", "pkb/3_broadcast.py", "pkb/4_reduce.py",
                                                    "pkb/5_scatter.py"]
-    readme = (REPO / "README.md").read_text()
-    assert "https://github.com/togethercomputer/ParallelKernelBench" in readme and "parallelkittens" in readme
+    page = (REPO / "docs" / "pkb.md").read_text()
+    assert "https://github.com/togethercomputer/ParallelKernelBench" in page and "parallelkittens" in page
 
 
 def test_report_table_sorts_pkb_items_by_problem_number():

@@ -256,7 +256,7 @@ def test_nodes_need_the_slurm_launcher(tmp_path):
 
 
 def test_readme_sbatch_recipe(cluster, tmp_path):
-    """The README's sbatch script, shrunk to this cluster: a batch job whose pytest spreads the items
+    """The sbatch script of docs/slurm.md, shrunk to this cluster: a batch job whose pytest spreads the items
     over worker steps on both nodes."""
     report = tmp_path / "batch.json"
     script = tmp_path / "job.sh"

@@ -25,6 +25,7 @@ TIER_COLORS: dict[str, str] = {Tier.BETTER: "#2ca02c", Tier.ON_PAR: "#1f77b4", T
                                Tier.SEVERELY_DEGRADED: "#d62728"}
 DPI = 80          # the least resolution; a narrow figure gets more, so that every PNG is MIN_PX wide
 MIN_PX = 1000     # a PNG narrower than this is blurred when the page shows it at half of 1400 px
+WIDE_PX = 1400    # a wide figure's PNG: the page shows it across the whole window
 WIDE = 8.0        # inches: a two-panel figure (the page gives it the whole width)
 ZERO_STUB = 0.03  # height (on the pass-rate axis of 0-1.05) of the hatched stub that shows a 0 % bar
 NO_SPEED = "no entry measured speed (cpu: not a speed)"
@@ -46,13 +47,13 @@ class Plot:
     wide: bool = False        # two panels or one long axis: the page gives it the whole width
 
 
-def _figure(width: float, height: float) -> Figure:
+def _figure(width: float, height: float, px: int = MIN_PX) -> Figure:
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
         raise PlotsUnavailable(MISSING) from None
-    fig = Figure(figsize=(width, height), dpi=max(DPI, math.ceil(MIN_PX / width)), layout="constrained")
+    fig = Figure(figsize=(width, height), dpi=max(DPI, math.ceil(px / width)), layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
@@ -129,7 +130,7 @@ def by_tag(scores: list[Score], key: str) -> tuple[Figure | None, str]:
     if not tags:
         return None, "no counted item"
     speed = any(g.get("gm_speedup") is not None for s in scores for g in s.breakdowns.get(key, {}).values())
-    fig = _figure(WIDE if speed else WIDE / 2 + 0.6, 3.0)
+    fig = _figure(WIDE, 3.0, WIDE_PX) if speed else _figure(WIDE / 2 + 0.6, 3.0)
     axes = fig.subplots(1, 2) if speed else [fig.subplots()]
     color = colors(scores)
     shown, stubs = _bars(axes[0], scores, tags, key, "pass_rate", color)
@@ -165,7 +166,7 @@ def speedup_tiers(scores: list[Score]) -> tuple[Figure | None, str]:
     timed = [s for s in scores if s.no_speed is None]
     if not timed:
         return None, NO_SPEED
-    fig = _figure(WIDE, 0.9 + 0.28 * len(timed))
+    fig = _figure(WIDE, 0.9 + 0.28 * len(timed), WIDE_PX)
     ax = fig.subplots()
     values = []
     for y, s in enumerate(reversed(timed)):
