@@ -84,6 +84,11 @@ class Solver(Link):
         self.log.append(f"read {self.role}")
         return {i: self.outs[id(window)][i].clone() for i in indices}
 
+    def wait_served(self) -> bool:
+        assert not self.stopped, f"waited for the stopped {self.role} process to serve its messages"
+        self.log.append(f"served {self.role}")
+        return True
+
     def read_inputs(self, window: Window, index: int) -> tuple:
         return self.ins[id(window)][index]
 
@@ -193,6 +198,13 @@ def test_each_window_ends_with_its_process_stopped_and_its_checked_outputs_read_
             assert candidate_stopped, f"{e} while the candidate process ran"
             written += e == "slots written"
     assert written >= run.job.timing.rounds
+    # stopped outside a window only once it has served what it was sent (outputs to free, new
+    # slots): else that work would run at the start of its next window, inside the clock
+    for i, e in enumerate(log[first:last], first):
+        role = e.split()[-1]
+        conts = [j for j in range(first, i) if log[j] == f"cont {role}"]
+        if e.startswith("stop ") and conts and not log[i - 1].startswith("batch "):
+            assert f"served {role}" in log[conts[-1]:i], log[conts[-1]:i + 1]
 
 
 def test_outputs_a_candidate_finishes_after_done_are_read_unfinished():

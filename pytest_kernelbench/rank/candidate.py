@@ -62,6 +62,7 @@ class CandidateProcess:
         self.sync: Any = None
         self.probe: Any = None          # CUDA: how long the GPU takes to run a kernel before a window (foreign.py)
         self.pid = os.getpid()
+        self.served = 0                 # messages served (the control page says so: Link.wait_served)
 
     # ---- setup ------------------------------------------------------------------------------------
     def init(self, msg: CandidateInit) -> None:
@@ -283,6 +284,8 @@ class CandidateProcess:
             elif isinstance(msg, Exit):
                 mark(f"{self.role}: exit asked")
                 return
+            self.served += 1
+            self.ctrl.mark_served(self.served)
 
 
 class _Stop(Exception):

@@ -29,6 +29,7 @@ from .memory import MemoryError_
 
 READY_TIMEOUT_S = 120.0
 EXIT_GRACE_S = 5.0
+SERVE_WAIT_S = 5.0
 
 
 @dataclass
@@ -59,6 +60,7 @@ class Link:
         self.own: set[int] = set()         # the checker's own other children (its environment watcher)
         self.arenas: dict[int, Any] = {}   # the checker's arenas, by id (rank/memory.py)
         self.exit_asked = False
+        self.sent = 0                      # messages sent to its serve loop (it counts those it served)
 
     # ---- start ----------------------------------------------------------------------------------
     @classmethod
@@ -140,6 +142,7 @@ class Link:
 
     # ---- batches --------------------------------------------------------------------------------
     def send(self, msg: object, fds: tuple[int, ...] = ()) -> None:
+        self.sent += 1
         try:
             self.chan.send(msg, fds)
         except OSError:
@@ -263,6 +266,18 @@ class Link:
 
     def release(self) -> None:
         self.send(Release())
+
+    def wait_served(self, timeout: float = SERVE_WAIT_S) -> bool:
+        """Wait (the process running) until it has served every message sent (a Release: the
+        outputs freed; new slots: their sets built): stopped before it had, it would do that work
+        at the start of its next timed window, inside the clock (its batch is queued while it is
+        stopped). False at the timeout (a process that never says so only slows its own item)."""
+        end = time.monotonic() + timeout
+        while self.ctrl.served < self.sent:
+            if time.monotonic() > end or not self.alive():
+                return False
+            time.sleep(0.0001)
+        return True
 
     # ---- the process from outside -------------------------------------------------------------------
     def stop(self) -> None:

@@ -100,16 +100,16 @@ def time_size(run: SizeRun, expected: Any) -> None:
         if state.get("held"):
             run.link.cont()
             ref.cont()
-            if state.pop("release_due", False) and not settling:
-                run.link.release()      # read while it runs here, not at the start of its next window
         state["slots"].refill(key, calls, keep=first is not None, writing=hold)
         spent["refill"] += time.perf_counter() - t - (spent["checks"] - checked)     # the settle's reads are checks
 
     def hold() -> None:
-        # the release waits for the next refill: sent now, the process (stopped next) would free
-        # the outputs at the start of its next window, inside the clock
-        settle_pending(release=not state.get("held"))
+        settle_pending()
         if state.get("held"):
+            # what they were sent (outputs to free), served before they stop: else at the start of
+            # their next window, inside the clock (its batch is queued while they are stopped)
+            run.link.wait_served()
+            ref.wait_served()
             run.link.stop()
             ref.stop()
 
@@ -122,6 +122,8 @@ def time_size(run: SizeRun, expected: Any) -> None:
             ref.cont()
             try:
                 lend_slots(calls)
+                run.link.wait_served()      # the new slots' sets built now, not in a window
+                ref.wait_served()
             finally:
                 run.link.stop()
                 ref.stop()
@@ -213,20 +215,16 @@ def time_size(run: SizeRun, expected: Any) -> None:
         elif checked and not settling:
             run.link.release()
 
-    def settle_pending(release: bool = True) -> None:
+    def settle_pending() -> None:
         """The windows let settle, read again now (the checker's own work since their first read,
-        the new values it made among it, counted half towards the settle), then released (or,
-        `release` False, at the next refill)."""
+        the new values it made among it, counted half towards the settle), then released."""
         if not settling:
             return
         t = time.perf_counter()
         for window in settling:
             run.settled(window, sorted(window.outputs), window.outputs, f"{phase}, timing", since=window.read_at)
         settling.clear()
-        if release:
-            run.link.release()
-        else:
-            state["release_due"] = True
+        run.link.release()
         spent["checks"] += time.perf_counter() - t
 
     lend_slots(min(most, PROBE_CALLS))
@@ -242,8 +240,6 @@ def time_size(run: SizeRun, expected: Any) -> None:
         measured = timer.run(phase, {"reference": reference, "candidate": candidate}, refill, lambda name: most,
                              checks, prepare, before)
         settle_pending()
-        if state.pop("release_due", False):
-            run.link.release()
     finally:
         state["held"] = False
         run.link.cont()

@@ -176,9 +176,10 @@ def window_parts(rows: list[tuple[float, ...]], window: Any, started: float, rea
 
 
 def part_medians(rows: list[tuple[float, ...]]) -> dict:
-    """Median microseconds per window of each part (go: "go" to the candidate taking it; calls: issuing
+    """Median microseconds per window of each part (go: the clock's start to the process taking "go":
+    its SIGCONT, reading the batch, its probe of the GPU; calls: issuing
     them; sync: the device finishing; epilogue: describing the outputs and the checks in-process; seen:
-    Done written to the checker seeing it; wake: the checker continuing the process and sending the
-    batch to "go" (the process's probe of the GPU and its "armed" among it); close: "done" seen to the
+    Done written to the checker seeing it; wake: the checker sending the batch to the stopped process
+    and the barrier, up to the clock's start; close: "done" seen to the
     process stopped and its description of the outputs decoded; read: the outputs read at "done")."""
     return {name: round(statistics.median(r[k] for r in rows) * 1e6, 1) for k, name in enumerate(WINDOW_PARTS)}
