@@ -84,7 +84,8 @@ def lookahead_bound(timing: dict, tol: float) -> dict | None:
     (rank/timing.py): a window of one call takes F + c on either side, F the harness's fixed part
     (the same code in the same kind of process), so the candidate's call takes at least
     c_ref + (T_cand(1) - T_ref(1)), c_ref the reference's time per call in its windows; taken at
-    the pair least favourable to that bound, and less `tol` of it for noise. None: no lone calls.
+    the pair least favourable to that bound, less the pairs' spread (their noise: a self-check
+    read against itself must never be capped), and less `tol` of it. None: no lone calls.
     {"bound_s": that time (<= 0: the noise at this size hides any bound), "lone_s": each side's
     lone windows, "capped": whether the candidate's windows beat it (then its speedup is at most
     c_ref / bound_s)."""
@@ -93,6 +94,7 @@ def lookahead_bound(timing: dict, tol: float) -> dict | None:
     if not ref or not cand:
         return None
     c_ref, c_cand = timing["reference"]["median_s"], timing["candidate"]["median_s"]
-    bound = (1 - tol) * (c_ref + min(c - r for r, c in zip(ref, cand)))
+    diffs = [c - r for r, c in zip(ref, cand)]
+    bound = (1 - tol) * (c_ref + min(diffs) - (max(diffs) - min(diffs)))
     return {"bound_s": bound, "lone_s": {"reference": ref, "candidate": cand},
             "capped": bound > 0 and c_cand < bound}

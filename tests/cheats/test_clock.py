@@ -34,6 +34,7 @@ from kbrun import by_problem, explain, make_tree, run
 pytestmark = pytest.mark.e2e
 
 EXCHANGE_S = 0.02
+LOOKAHEAD_EXCHANGE_S = 0.05     # the lone calls' noise here is a few ms, and the bound takes it off
 
 # the harness's own candidate-process class, found from the candidate's module (its process is that code)
 PATCH = '''
@@ -90,7 +91,7 @@ def _forbidden(x):
     return y
 _patch(_forbidden)
 ''',
-    "lookahead_one_exchange": HONEST + SLOW + BATCH + '''
+    "lookahead_one_exchange": HONEST + SLOW.replace(str(EXCHANGE_S), str(LOOKAHEAD_EXCHANGE_S)) + BATCH + '''
 _served = {}
 def solution(x):
     me, msg = _batch.get("self"), _batch.get("msg")
@@ -190,9 +191,9 @@ def test_a_forbidden_call_before_go_is_counted(judged):
 
 def test_a_window_served_with_one_exchange_is_capped_at_its_lone_calls(judged):
     cheat = _passed(judged, "collective/lookahead_one_exchange")
-    # before: one 20 ms exchange a window of 14-50 calls, a few ms a call credited; now its lone
-    # calls (20 ms each) bound what it is credited with
-    assert _credited_s(cheat) > EXCHANGE_S / 2, _why(cheat)
+    # before: one 50 ms exchange a window of 14-150 calls, a few ms a call credited; now its lone
+    # calls (50 ms each) bound what it is credited with, less their noise
+    assert _credited_s(cheat) > LOOKAHEAD_EXCHANGE_S / 4, _why(cheat)
     look = _size(cheat)["timing"]["lookahead"]
     assert look["capped"] and look["uncapped_speedup"] > _ratio(cheat), _why(cheat)
     # the bound and the lone calls it came from are in the record, on both sides
