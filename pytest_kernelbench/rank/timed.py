@@ -317,7 +317,7 @@ def check_window(run: SizeRun, window: Window, choice: tuple[list[int], bool], l
         if found is None and s in outs and cand_in is None:
             found = (Failure.MISMATCH, f"timed call {s + 1} of {calls} (input set {s}): its in-place inputs "
                      f"could not be read at \"done\" ({window.unreadable or 'not described'})")
-        elif found is None and s in outs:
+        elif found is None and s in outs and cand_in is not None:
             category, msg, _ = checks.check_call(outs[s], expected, cand_in, ref_in, priv[s], run.job.tolerance,
                                                  inplace, getattr(run.c.harness, "check", None))
             if category:
