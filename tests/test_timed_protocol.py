@@ -15,6 +15,7 @@ from pytest_kernelbench.protocol import Done, TimingSpec
 from pytest_kernelbench.rank import timed
 from pytest_kernelbench.rank.failures import AgreedFailure, ItemFailed
 from pytest_kernelbench.rank.link import Link, Window
+from pytest_kernelbench.rank.timing import LONE_PAIRS
 
 N = 64      # elements of the one input tensor; the answer is 2 x the input
 
@@ -23,8 +24,10 @@ class Solver(Link):
     """A solver process: answers from the slots it was lent; `late`: its later calls return zeros
     and the answers are copied in the next time it runs outside a window."""
 
-    def __init__(self, role: str, log: list, slots: list, late: bool = False):
+    def __init__(self, role: str, log: list, slots: list, late: bool = False, inplace: str | None = None):
         self.role, self.log, self.slots, self.late = role, log, slots, late
+        self.inplace = inplace      # "honest": doubles its inputs in place and returns their sum; "lazy": only returns it
+        self.ins: dict[int, list] = {}
         self.stopped, self.reader = False, object()
         self.outs: dict[int, list] = {}
         self.unfinished: list = []
@@ -46,11 +49,21 @@ class Solver(Link):
                 out.copy_(answer)
             self.unfinished.clear()
 
-    def batch(self, calls, first, spin, barrier, timeout, inputs=False, read=True, stop=False) -> Window:
+    def batch(self, calls, first, spin, barrier, timeout, inputs=False, read=True, stop=False, held=False) -> Window:
+        if held:        # as Link.batch: queued while stopped, continued once the clock runs
+            assert self.stopped, f"a timed {self.role} window found its process running before the clock started"
+            self.cont()
         assert not self.stopped, f"a {self.role} window started with its process stopped"
         self.log.append(f"batch {self.role}")
         outs = []
         for i in calls:
+            if self.inplace:
+                if self.inplace == "honest":
+                    self.slots[i][0].mul_(2)
+                    outs.append(self.slots[i][0].sum())
+                else:
+                    outs.append((self.slots[i][0] * 2).sum())
+                continue
             answer = self.slots[i][0] * 2
             if self.late and i > 0:
                 out = torch.zeros_like(answer)
@@ -58,8 +71,10 @@ class Solver(Link):
             else:
                 out = answer
             outs.append(out)
-        window = Window(0.0001 * len(calls), Done(outputs=[None] * len(calls), probe_s=self.probe_s), len(calls))
+        done = Done(outputs=[None] * len(calls), probe_s=self.probe_s, inputs=[None] * len(calls) if inputs else [])
+        window = Window(0.0001 * len(calls), done, len(calls))
         self.outs[id(window)] = outs
+        self.ins[id(window)] = [(self.slots[i][0].clone(),) for i in calls]      # the inputs as they are at "done"
         if stop:        # as Link.batch: the moment "done" has come
             self.stop()
         return window
@@ -68,6 +83,14 @@ class Solver(Link):
         self.runs()
         self.log.append(f"read {self.role}")
         return {i: self.outs[id(window)][i].clone() for i in indices}
+
+    def wait_served(self) -> bool:
+        assert not self.stopped, f"waited for the stopped {self.role} process to serve its messages"
+        self.log.append(f"served {self.role}")
+        return True
+
+    def read_inputs(self, window: Window, index: int) -> tuple:
+        return self.ins[id(window)][index]
 
     def release(self) -> None:
         self.log.append(f"release {self.role}")
@@ -81,10 +104,10 @@ class Arena:
         self.base, self.nbytes = torch.zeros(nbytes, dtype=torch.uint8), nbytes
 
 
-def _size_run(late: bool = False):
+def _size_run(late: bool = False, inplace: str | None = None):
     log: list = []
     slots: list = []        # the lent input sets, as both solvers and the checker see them
-    cand, ref = Solver("candidate", log, slots, late), Solver("reference", log, slots)
+    cand, ref = Solver("candidate", log, slots, late, inplace), Solver("reference", log, slots, inplace=inplace and "honest")
     made = [0]
 
     def checker_works(what: str) -> None:
@@ -99,6 +122,8 @@ def _size_run(late: bool = False):
 
     def call_reference(args, phase, beat=True):
         checker_works("reference call")
+        if inplace:
+            return args[0].mul_(2).sum()
         return args[0] * 2
 
     def die(category, message, where, exc=None):
@@ -110,7 +135,7 @@ def _size_run(late: bool = False):
                         reference_untouched=lambda phase: None, files=SimpleNamespace(heartbeat=lambda text: None))
     run = SimpleNamespace(c=c, size="small", link=cand, torch=torch, cuda=False, spin=False, record={}, pending=None,
                           verdict_now=None, lent_layout=[],
-                          job=SimpleNamespace(device="cpu", inplace=False, tolerance={"atol": 0, "rtol": 0},
+                          job=SimpleNamespace(device="cpu", inplace=bool(inplace), tolerance={"atol": 0, "rtol": 0},
                                               timing=TimingSpec.for_device("cpu")))
 
     def lend(sets, reference=False):
@@ -173,6 +198,13 @@ def test_each_window_ends_with_its_process_stopped_and_its_checked_outputs_read_
             assert candidate_stopped, f"{e} while the candidate process ran"
             written += e == "slots written"
     assert written >= run.job.timing.rounds
+    # stopped outside a window only once it has served what it was sent (outputs to free, new
+    # slots): else that work would run at the start of its next window, inside the clock
+    for i, e in enumerate(log[first:last], first):
+        role = e.split()[-1]
+        conts = [j for j in range(first, i) if log[j] == f"cont {role}"]
+        if e.startswith("stop ") and conts and not log[i - 1].startswith("batch "):
+            assert f"served {role}" in log[conts[-1]:i], log[conts[-1]:i + 1]
 
 
 def test_outputs_a_candidate_finishes_after_done_are_read_unfinished():
@@ -183,6 +215,22 @@ def test_outputs_a_candidate_finishes_after_done_are_read_unfinished():
         timed.time_size(run, torch.zeros(N))
     assert failed.value.failure["category"] == "mismatch"
     assert "timed call" in failed.value.failure["message"]
+
+
+@pytest.mark.parametrize("inplace", ["honest", "lazy"])
+def test_timed_in_place_calls_are_compared_as_left_at_done(inplace):
+    # before issue 44, check_window skipped in-place problems (the slots would be restored by the
+    # time it ran): a candidate that did nothing to its inputs in timed calls passed; now their
+    # inputs are read at "done" and compared with the reference's run on the pristine values
+    run, log = _size_run(inplace=inplace)
+    if inplace == "honest":
+        timed.time_size(run, torch.zeros(()))
+        assert run.record["speedup"] is not None
+        return
+    with pytest.raises(AgreedFailure) as failed:
+        timed.time_size(run, torch.zeros(()))
+    assert failed.value.failure["category"] == "mismatch"
+    assert "timed call" in failed.value.failure["message"] and "in-place result wrong" in failed.value.failure["message"]
 
 
 @pytest.mark.parametrize("side, probe_s, fails", [
@@ -204,7 +252,8 @@ def test_the_reference_windows_began_on_a_gpu_other_work_held(side, probe_s, fai
     with pytest.raises(AgreedFailure) as failed:
         timed.time_size(run, torch.zeros(N))
     assert failed.value.failure["category"] == "runtime_error"
-    assert failed.value.failure["message"].startswith(f"other GPU work was running when {run.job.timing.rounds + 3} "
+    windows = run.job.timing.rounds + 3 + LONE_PAIRS       # the rounds', warm-up's, probes' and lone calls'
+    assert failed.value.failure["message"].startswith(f"other GPU work was running when {windows} "
                                                       "of the reference's")
     assert "left running after" in failed.value.failure["message"]
 
@@ -264,3 +313,54 @@ def test_a_batch_asked_to_stop_stops_the_process_once_done_has_come_before_readi
         theirs.close()
         assert window.calls == 1
         assert events == (["done", "stop", "decode"] if stop else ["done", "decode"])
+
+
+def test_a_held_batch_starts_the_clock_before_the_process_can_read_it():
+    # before issue 44 the clock started at "go", after the process had the batch (and, spinning,
+    # had said "armed"): a batch loop that computed every call on receipt had them done before the
+    # clock. Now the batch is queued while the process is stopped and the clock starts before the
+    # SIGCONT: what the process does first (reading the batch) comes after the window opened
+    import socket
+    import threading
+    import time
+
+    from pytest_kernelbench.protocol import encode
+    from pytest_kernelbench.rank.channel import Channel, ControlPage
+
+    running, seen = threading.Event(), []
+
+    class Held(Link):
+        def cont(self) -> None:         # the SIGCONT: the stand-in process may run from here on
+            self.stopped = False
+            running.set()
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    def process(sock, ctrl, spin):
+        chan = Channel(sock)
+        running.wait(10)
+        chan.recv()                     # the Batch, read only once it runs
+        seen.append(time.perf_counter())
+        if spin:
+            ctrl.spin(0, 1, time.monotonic() + 10)
+        else:
+            chan.wait_poke()
+        ctrl.put_done(1, encode(Done(outputs=[None])))
+        chan.poke()
+
+    for spin in (False, True):
+        running.clear()
+        seen.clear()
+        ours, theirs = socket.socketpair()
+        ctrl = ControlPage()
+        helper = threading.Thread(target=process, args=(theirs, ctrl, spin))
+        helper.start()
+        link = Held(os.getpid(), Channel(ours), ctrl)
+        link.stopped = True
+        window = link.batch([0], first=False, spin=spin, barrier=lambda: None, timeout=10.0, read=False, held=True)
+        helper.join()
+        ctrl.close()
+        ours.close()
+        theirs.close()
+        assert window.opened <= seen[0] and window.seconds >= seen[0] - window.opened

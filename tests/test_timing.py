@@ -7,7 +7,7 @@ import torch
 
 from pytest_kernelbench import metrics
 from pytest_kernelbench.protocol import TimingSpec
-from pytest_kernelbench.rank.timing import Timing, summarize
+from pytest_kernelbench.rank.timing import LONE_PAIRS, Timing, summarize
 
 
 def test_timing_summary_is_median_min_max_of_the_rounds():
@@ -180,13 +180,19 @@ def test_a_round_refills_once_and_runs_its_two_windows_back_to_back():
         lambda name: log.append(("before", name)))
     start = log.index(("prepare", 50))
     rounds = log[start + 1:]
-    assert len(rounds) == 6 * 6, rounds
+    # the first LONE_PAIRS rounds are followed by a round of one-call windows, alike in form
+    assert len(rounds) == 6 * (6 + LONE_PAIRS), rounds
+    at, firsts = 0, []
     for r in range(6):
-        refill, before1, first, before2, second, checks = rounds[6 * r:6 * r + 6]
-        assert refill == ("refill", 50, first[0]) and checks == ("checks", 0), rounds
-        assert {first[0], second[0]} == {"reference", "candidate"} and first[1] == second[1] == 50
-        assert before1 == ("before", first[0]) and before2 == ("before", second[0])
-    assert [rounds[6 * r + 2][0] for r in range(6)] == ["reference", "candidate"] * 3
+        for calls in (50, 1) if r < LONE_PAIRS else (50,):
+            refill, before1, first, before2, second, checks = rounds[at:at + 6]
+            at += 6
+            assert refill == ("refill", calls, first[0]) and checks == ("checks", 0), rounds
+            assert {first[0], second[0]} == {"reference", "candidate"} and first[1] == second[1] == calls
+            assert before1 == ("before", first[0]) and before2 == ("before", second[0])
+            firsts.append(first[0])
+        assert r >= LONE_PAIRS or firsts[-1] == firsts[-2]      # a lone round keeps its round's order
+    assert firsts[:2 * LONE_PAIRS:2] + firsts[2 * LONE_PAIRS:] == ["reference", "candidate"] * 3
     log = [e for e in log if e[0] != "before"]
     start = log.index(("prepare", 50))
     for name, alone in (("reference", 3), ("candidate", 1)):   # warm-up (and the reference's probes):
@@ -311,3 +317,21 @@ def test_a_timed_window_let_settle_is_read_again_after_the_checkers_next_work_an
     with pytest.raises(_Died) as died:
         run.settled(window, [0], {0: good}, "size small, timing", since=time.perf_counter() - 0.012)
     assert died.value.args[0] == "runtime_error" and "changed after solution() returned" in died.value.args[1]
+
+
+@pytest.mark.parametrize("ref_s, cand_s, lone_ref, lone_cand, capped", [
+    (1e-3, 1e-3, [3e-3, 3.1e-3], [3.05e-3, 3e-3], False),      # the reference against itself
+    (1e-3, 0.98e-3, [3e-3, 3e-3], [3.05e-3, 2.98e-3], False),  # ... its lone calls slower by chance
+    (1e-3, 0.5e-3, [3e-3, 3e-3], [2.5e-3, 2.6e-3], False),     # truly twice as fast: its lone calls are too
+    (1e-3, 0.3e-3, [3e-3, 3e-3], [3e-3, 3.02e-3], True),       # fast only where it sees a window's calls
+    (1e-3, 0.3e-3, [3e-3, 3e-3], [1e-3, 1e-3], False),         # the noise at this size hides any bound
+])
+def test_the_lookahead_bound_caps_only_a_gain_the_lone_calls_do_not_show(ref_s, cand_s, lone_ref, lone_cand, capped):
+    from pytest_kernelbench.rank.stats import lookahead_bound
+    timing = {"reference": {"median_s": ref_s}, "candidate": {"median_s": cand_s},
+              "lone": {"reference": lone_ref, "candidate": lone_cand}}
+    bound = lookahead_bound(timing, 0.03)
+    assert bound["capped"] == capped, bound
+    if capped:      # credited with its lone call's time: the reference's, less the noise and the band target
+        assert bound["bound_s"] == pytest.approx(0.97 * (1e-3 - 0.02e-3))
+    assert lookahead_bound({**timing, "lone": {"reference": [], "candidate": []}}, 0.03) is None

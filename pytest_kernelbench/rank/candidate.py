@@ -62,6 +62,7 @@ class CandidateProcess:
         self.sync: Any = None
         self.probe: Any = None          # CUDA: how long the GPU takes to run a kernel before a window (foreign.py)
         self.pid = os.getpid()
+        self.served = 0                 # messages served (the control page says so: Link.wait_served)
 
     # ---- setup ------------------------------------------------------------------------------------
     def init(self, msg: CandidateInit) -> None:
@@ -160,7 +161,10 @@ class CandidateProcess:
 
     def run_batch(self, msg: Batch, seq: int) -> None:
         """Wait for "go", call solution() on each listed set, hold every output, synchronize the
-        device, describe the outputs, and only then mark "done"."""
+        device, describe the outputs, and only then mark "done". The guards are armed from the
+        batch's receipt (serve() arms them before this runs; again here for direct callers)."""
+        self.forbid.active = not msg.first
+        self.shield.armed = True
         if msg.inputs:        # what an earlier call rebound in a set (an in-place problem) is undone
             for i in set(msg.calls):
                 self.sets[i] = memory.build(self.trees[i], self.arenas)
@@ -177,8 +181,6 @@ class CandidateProcess:
             self.chan.wait_poke()
         t_go = time.perf_counter()
         done = Done(outputs=[], probe_s=probe_s)
-        self.forbid.active = not msg.first
-        self.shield.armed = True
         new: list[list] = []
         outs: list[Any] = []
         self.held.append(outs)          # alive until Release: no later call can reuse their memory
@@ -272,12 +274,18 @@ class CandidateProcess:
                 self.set_inputs(msg)
             elif isinstance(msg, Batch):
                 seq += 1
+                # armed here, inline, before any code of the batch (run_batch itself may have been
+                # replaced by the candidate): what it does for a batch before "go" is counted too
+                self.forbid.active = not msg.first
+                self.shield.armed = True
                 self.run_batch(msg, seq)
             elif isinstance(msg, Release):
                 self.release()
             elif isinstance(msg, Exit):
                 mark(f"{self.role}: exit asked")
                 return
+            self.served += 1
+            self.ctrl.mark_served(self.served)
 
 
 class _Stop(Exception):

@@ -22,7 +22,7 @@ from ..protocol import Failure, SpecError, decode, encode
 
 MAX_FRAME = 64 << 20
 PAGE_BYTES = 32 << 20          # the Done of a batch of thousands of calls fits
-_HEAD = 64                     # go, done, payload length, armed (u64 each), then the payload at 64
+_HEAD = 64                     # go, done, payload length, armed, served (u64 each), then the payload at 64
 
 
 class ChannelClosed(EOFError):
@@ -112,6 +112,14 @@ class ControlPage:
     @property
     def armed(self) -> int:
         return self._get(24)
+
+    @property
+    def served(self) -> int:
+        """How many messages the candidate process has served (its serve loop)."""
+        return self._get(32)
+
+    def mark_served(self, n: int) -> None:
+        self._set(32, n)
 
     def mark_go(self, n: int) -> None:
         self._set(0, n)

@@ -8,6 +8,8 @@ A batch, as the checker sees it:
   the outputs it wants at once (its own copies: read_done), lets them settle, reads them again
   (work deferred past "done" shows as a difference), and only then tells the candidate to release
   them.
+A timed window (held=True) opens before the process can see its batch: the Batch is queued while
+the process is stopped, and the clock starts before the SIGCONT that lets it read it.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from .memory import MemoryError_
 
 READY_TIMEOUT_S = 120.0
 EXIT_GRACE_S = 5.0
+SERVE_WAIT_S = 5.0
 
 
 @dataclass
@@ -40,6 +43,7 @@ class Window:
     opened: float = 0.0                # perf_counter at "go" and when the checker saw "done" (diagnostics)
     seen: float = 0.0
     closed: float = 0.0                # perf_counter as batch() returned (diagnostics)
+    inputs_read: dict[int, Any] = field(default_factory=dict)  # in-place: call index -> its inputs as read at "done"
     read_at: float | None = None       # when `outputs` were read (None: not yet)
     unreadable: str | None = None      # why they could not be read then
 
@@ -56,6 +60,7 @@ class Link:
         self.own: set[int] = set()         # the checker's own other children (its environment watcher)
         self.arenas: dict[int, Any] = {}   # the checker's arenas, by id (rank/memory.py)
         self.exit_asked = False
+        self.sent = 0                      # messages sent to its serve loop (it counts those it served)
 
     # ---- start ----------------------------------------------------------------------------------
     @classmethod
@@ -137,29 +142,40 @@ class Link:
 
     # ---- batches --------------------------------------------------------------------------------
     def send(self, msg: object, fds: tuple[int, ...] = ()) -> None:
+        self.sent += 1
         try:
             self.chan.send(msg, fds)
         except OSError:
             raise ItemFailed(Failure.CRASH, f"the candidate process died ({self.exit_text()})", "candidate") from None
 
     def batch(self, calls: list[int], first: bool, spin: bool, barrier: Any, timeout: float, inputs: bool = False,
-              read: bool | list[int] = True, stop: bool = False) -> Window:
+              read: bool | list[int] = True, stop: bool = False, held: bool = False) -> Window:
         """Run a batch and time it from "go" to "done" (`barrier()` first, across checkers). `read`:
         its outputs will be read (their descriptions are expanded and checked now); a list: only
         those calls' will (a reference window's, read only so that the checker does the same work
         after either side's window). `stop`: the process is stopped the moment "done" has come
         (its wake-up byte: the last thing it sends), before anything else, so that a thread it hid
-        has microseconds, not the checker's reading of Done, to start work after "done"."""
+        has microseconds, not the checker's reading of Done, to start work after "done".
+        `held`: the process is stopped now (a timed window, rank/timed.py): the batch is queued
+        while it is, the barrier passed and the clock started, and only then is it continued, so
+        that nothing of it (its batch loop, a thread it hid) runs between its first sight of the
+        window's inputs and the clock's start; there is no "armed" to wait for."""
         self.seq += 1
         seq = self.seq
         self.send(Batch(calls=list(calls), first=first, spin=spin, inputs=inputs))
-        if spin and not self.ctrl.spin(24, seq, time.monotonic() + timeout, self.alive):    # waiting for "go"
-            if not self.alive():
-                raise ItemFailed(Failure.CRASH, f"the candidate process died ({self.exit_text()})", "candidate")
-            raise ItemFailed(Failure.TIMEOUT, "the candidate process did not take a batch", "candidate")
-        barrier()
-        t0 = time.perf_counter()
-        self.ctrl.mark_go(seq)
+        if held:
+            barrier()
+            t0 = time.perf_counter()
+            self.ctrl.mark_go(seq)      # set before it runs: it finds "go" at once
+            self.cont()
+        else:
+            if spin and not self.ctrl.spin(24, seq, time.monotonic() + timeout, self.alive):    # waiting for "go"
+                if not self.alive():
+                    raise ItemFailed(Failure.CRASH, f"the candidate process died ({self.exit_text()})", "candidate")
+                raise ItemFailed(Failure.TIMEOUT, "the candidate process did not take a batch", "candidate")
+            barrier()
+            t0 = time.perf_counter()
+            self.ctrl.mark_go(seq)
         if not spin:
             self.send_poke()
         # "done": spun for where the checker has a core of its own (no wake-up in the window); else
@@ -250,6 +266,18 @@ class Link:
 
     def release(self) -> None:
         self.send(Release())
+
+    def wait_served(self, timeout: float = SERVE_WAIT_S) -> bool:
+        """Wait (the process running) until it has served every message sent (a Release: the
+        outputs freed; new slots: their sets built): stopped before it had, it would do that work
+        at the start of its next timed window, inside the clock (its batch is queued while it is
+        stopped). False at the timeout (a process that never says so only slows its own item)."""
+        end = time.monotonic() + timeout
+        while self.ctrl.served < self.sent:
+            if time.monotonic() > end or not self.alive():
+                return False
+            time.sleep(0.0001)
+        return True
 
     # ---- the process from outside -------------------------------------------------------------------
     def stop(self) -> None:

@@ -77,3 +77,24 @@ def paired_speedup(timing: dict) -> float | None:
 def size_band(timing: dict) -> tuple[float, float] | None:
     """A size's noise band: the confidence interval of its paired speedup (the median ratio)."""
     return median_band(paired_ratios(timing))
+
+
+def lookahead_bound(timing: dict, tol: float) -> dict | None:
+    """The least time per call a candidate's windows may be credited with, from its lone calls
+    (rank/timing.py): a window of one call takes F + c on either side, F the harness's fixed part
+    (the same code in the same kind of process), so the candidate's call takes at least
+    c_ref + (T_cand(1) - T_ref(1)), c_ref the reference's time per call in its windows; taken at
+    the pair least favourable to that bound, less the pairs' spread (their noise: a self-check
+    read against itself must never be capped), and less `tol` of it. None: no lone calls.
+    {"bound_s": that time (<= 0: the noise at this size hides any bound), "lone_s": each side's
+    lone windows, "capped": whether the candidate's windows beat it (then its speedup is at most
+    c_ref / bound_s)."""
+    lone = timing.get("lone") or {}
+    ref, cand = lone.get("reference") or [], lone.get("candidate") or []
+    if not ref or not cand:
+        return None
+    c_ref, c_cand = timing["reference"]["median_s"], timing["candidate"]["median_s"]
+    diffs = [c - r for r, c in zip(ref, cand)]
+    bound = (1 - tol) * (c_ref + min(diffs) - (max(diffs) - min(diffs)))
+    return {"bound_s": bound, "lone_s": {"reference": ref, "candidate": cand},
+            "capped": bound > 0 and c_cand < bound}

@@ -24,7 +24,7 @@ from ..protocol import Failure
 from . import checks, compare, foreign
 from .failures import ItemFailed
 from .slots import Slots, slot_count
-from .stats import BAND_METHOD, paired_speedup, size_band
+from .stats import BAND_METHOD, lookahead_bound, paired_speedup, size_band
 from .timing import PROBE_CALLS, Timing, part_medians, summarize, window_parts
 
 if TYPE_CHECKING:
@@ -106,6 +106,10 @@ def time_size(run: SizeRun, expected: Any) -> None:
     def hold() -> None:
         settle_pending()
         if state.get("held"):
+            # what they were sent (outputs to free), served before they stop: else at the start of
+            # their next window, inside the clock (its batch is queued while they are stopped)
+            run.link.wait_served()
+            ref.wait_served()
             run.link.stop()
             ref.stop()
 
@@ -118,6 +122,8 @@ def time_size(run: SizeRun, expected: Any) -> None:
             ref.cont()
             try:
                 lend_slots(calls)
+                run.link.wait_served()      # the new slots' sets built now, not in a window
+                ref.wait_served()
             finally:
                 run.link.stop()
                 ref.stop()
@@ -132,18 +138,23 @@ def time_size(run: SizeRun, expected: Any) -> None:
     ref = c.ref
     assert ref is not None
 
-    def held_window(link: Any, calls: int, read: bool | list[int], pick: list[int]) -> tuple[Window, float]:
-        """A window of a held solver process, either side's: continued for it, stopped the moment
-        "done" has come, the picked calls' outputs read then (and when that read began)."""
-        link.cont()
+    def held_window(link: Any, calls: int, read: bool | list[int], pick: list[int],
+                    inputs: bool = False) -> tuple[Window, float]:
+        """A window of a held solver process, either side's: its batch queued while it is stopped,
+        continued once the clock runs (Link.batch, held), stopped the moment "done" has come, the
+        picked calls' outputs (and, `inputs`, their in-place inputs) read then (and when that read
+        began). Every batch of an in-place problem describes its inputs, timed or not, on both
+        sides: no batch tells a timed window from a checked one by its form."""
         try:
             window = link.batch(list(range(calls)), first=False, spin=run.spin, barrier=c.barrier,
-                                timeout=c.batch_timeout(), read=read, stop=True)
+                                timeout=c.batch_timeout(), inputs=job.inplace, read=read, stop=True, held=True)
         finally:
             link.stop()
         t_read = time.perf_counter()
         if pick:
             link.read_done(window, pick)
+            if inputs and job.inplace:
+                read_inputs(link, window, pick)
         return window, t_read
 
     def account(side: str, window: Window, t: float, t_read: float) -> float:
@@ -182,7 +193,7 @@ def time_size(run: SizeRun, expected: Any) -> None:
     def candidate(calls: int, key: str) -> float:
         t = time.perf_counter()
         choice = picked(run, key, calls)
-        window, t_read = held_window(run.link, calls, read=True, pick=choice[0])
+        window, t_read = held_window(run.link, calls, read=True, pick=choice[0], inputs=True)
         deferred.append((window, choice))
         return account("candidate", window, t, t_read)      # its probe: untrusted, shown only
 
@@ -240,6 +251,8 @@ def time_size(run: SizeRun, expected: Any) -> None:
     timing = {name: summarize(measured["times"][name]) for name in ("reference", "candidate")}
     for name in timing:
         timing[name]["iters"] = measured["iters"][name]
+    timing["lone"] = measured["lone"]
+    lookahead = lookahead_bound(timing, job.timing.band_target)
     slots = state["slots"]
     run.record["timing"] = {**timing, "sets": slots.fresh, "slots": slots.count, "set_bytes": in_bytes + out_bytes,
                              "band_target": measured["band_target"], "band_method": BAND_METHOD,
@@ -251,6 +264,18 @@ def time_size(run: SizeRun, expected: Any) -> None:
     run.record["speedup"] = paired_speedup(timing)
     band = size_band(timing)
     run.record["band"] = list(band) if band else None
+    if lookahead is not None:
+        run.record["timing"]["lookahead"] = {"bound_s": lookahead["bound_s"], "capped": lookahead["capped"]}
+    if lookahead and lookahead["capped"]:
+        # its windows beat what its lone calls allow (a call that saw later calls' inputs early):
+        # credited with the bound's time per call, the rest of its gain is not counted
+        cap = timing["reference"]["median_s"] / lookahead["bound_s"]
+        run.record["timing"]["lookahead"]["uncapped_speedup"] = run.record["speedup"]
+        run.record["speedup_of_medians"] = min(run.record["speedup_of_medians"], cap)
+        if run.record["speedup"] is not None:
+            run.record["speedup"] = min(run.record["speedup"], cap)
+        if band:
+            run.record["band"] = [min(band[0], cap), min(band[1], cap)]
     n_after = max(1, min(AFTER_SETS, slots.fresh))
     after_timing(run, slots.lent[:n_after], slots.priv, refill)
     run.record["timing_s"] = time.perf_counter() - t0
@@ -282,19 +307,39 @@ def check_window(run: SizeRun, window: Window, choice: tuple[list[int], bool], l
     pick, settle = choice       # picked() for the window's key, drawn when the window ran
     outs = run.inspect(window, pick, f"{phase}, timing", first=False, settle=False)
     found = run.verdict_now
+    inplace = run.job.inplace
     for s in pick:
-        if run.job.inplace:      # the slots may be restored by now: the trials and anti-caching passes check these
-            break
-        ref_in = compare.clone(priv[s])
+        ref_in = compare.clone(priv[s])     # the values the call was given (the slots may be restored by now)
         expected = run.c.call_reference(ref_in, f"{phase}, timing check", beat=s == pick[0])
-        if found is None and s in outs:
-            category, msg, _ = checks.check_call(outs[s], expected, lent[s], ref_in, priv[s], run.job.tolerance,
-                                                 run.job.inplace, getattr(run.c.harness, "check", None))
+        # in-place: the candidate's inputs as they were at "done" (held_window), against the
+        # reference's run on the pristine copy of the same values
+        cand_in = window.inputs_read.get(s) if inplace else lent[s]
+        if found is None and s in outs and cand_in is None:
+            found = (Failure.MISMATCH, f"timed call {s + 1} of {calls} (input set {s}): its in-place inputs "
+                     f"could not be read at \"done\" ({window.unreadable or 'not described'})")
+        elif found is None and s in outs and cand_in is not None:
+            category, msg, _ = checks.check_call(outs[s], expected, cand_in, ref_in, priv[s], run.job.tolerance,
+                                                 inplace, getattr(run.c.harness, "check", None))
             if category:
                 found = (category, f"timed call {s + 1} of {calls} (input set {s}): {msg}")
     if found and run.pending is None:
         run.pending = {"category": found[0], "message": found[1]}
     return settle and bool(outs)
+
+
+def read_inputs(link: Any, window: Window, pick: list[int]) -> None:
+    """The picked calls' in-place inputs as the candidate left them, read at "done" (before the
+    slots are restored for the next window) into window.inputs_read; left out where they cannot
+    be read (check_window then fails the call)."""
+    done = window.done
+    if done.failed or done.unsafe or len(done.inputs) != window.calls or window.unreadable:
+        return
+    for i in pick:
+        try:
+            window.inputs_read[i] = link.read_inputs(window, i)
+        except Exception as e:  # noqa: BLE001 - whatever the candidate described, its failure
+            window.unreadable = f"{type(e).__name__}: {e}"
+            return
 
 
 def after_timing(run: SizeRun, lent: list, priv: list, refill: Any) -> None:

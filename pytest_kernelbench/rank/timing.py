@@ -20,6 +20,13 @@ continue in pairs up to max_rounds, while the size's windows so far took less th
 what max_rounds rounds of round_s windows take (20 s at the GPU defaults: a candidate far slower
 than the reference holds as many calls a window); past it, even the least rounds stop at the pair
 that passed it.
+
+A window's calls are lent all at once, so a candidate's first call could read them all and serve
+the window with one exchange (a lookahead no call of a real program has). In each of the first
+LONE_PAIRS rounds, both sides also run a window of one call on fresh values; a lone call has
+nothing to see ahead, and the window's fixed part is the same harness code on both sides, so the
+candidate's time per call is bounded below by what the lone calls say (stats.lookahead_bound),
+and a size's speedup is capped where its windows beat that bound.
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ from ..protocol import TimingSpec
 from .stats import band_within
 
 PROBE_CALLS = 24
+LONE_PAIRS = 4                  # rounds of one-call windows a size (the lookahead bound, stats.lookahead_bound)
 SLOW_BUDGET = 16                # past SLOW_BUDGET * max_rounds rounds of round_s, no more rounds (adaptive timing)
 
 
@@ -101,6 +109,7 @@ class Timing:
         if prepare is not None:
             prepare(n)
         times: dict[str, list[float]] = {name: [] for name in sides}
+        lone: dict[str, list[float]] = {name: [] for name in sides}
         adaptive = self.max_rounds > self.rounds
         r = 0
         while self.more(r, n, times, adaptive):
@@ -112,9 +121,23 @@ class Timing:
                 times[name].append(self.agree_max(window(name, n, key)))
             if after_pair is not None:
                 after_pair()
+            if r < LONE_PAIRS and n > 1:
+                self.lone_round(phase, r, order, window, refill, lone)
+                if after_pair is not None:
+                    after_pair()
             r += 1
-        return {"iters": {name: n for name in sides}, "times": times,
+        return {"iters": {name: n for name in sides}, "times": times, "lone": lone,
                 "band_target": self.band_target if adaptive else None}
+
+    def lone_round(self, phase: str, r: int, order: tuple[str, str], window: Callable, refill: Callable,
+                   lone: dict[str, list[float]]) -> None:
+        """A round of one-call windows, each side's, in the round's order and on values of their own:
+        a call that has no later call to see early, so the candidate's time per call in its windows
+        cannot honestly beat its lone call's by more than the reference's does (the lookahead bound)."""
+        refill(f"l{r}", 1, order[0])
+        for name in order:
+            self.heartbeat(f"{phase}, timing lone call {r + 1}/{LONE_PAIRS}, {name}")
+            lone[name].append(self.agree_max(window(name, 1, f"l{r}{name[0]}")))
 
     def more(self, r: int, n: int, times: dict[str, list[float]], adaptive: bool) -> bool:
         """Whether round r runs: a round pair is never split; the least rounds run, and adaptive
@@ -153,9 +176,10 @@ def window_parts(rows: list[tuple[float, ...]], window: Any, started: float, rea
 
 
 def part_medians(rows: list[tuple[float, ...]]) -> dict:
-    """Median microseconds per window of each part (go: "go" to the candidate taking it; calls: issuing
+    """Median microseconds per window of each part (go: the clock's start to the process taking "go":
+    its SIGCONT, reading the batch, its probe of the GPU; calls: issuing
     them; sync: the device finishing; epilogue: describing the outputs and the checks in-process; seen:
-    Done written to the checker seeing it; wake: the checker continuing the process and sending the
-    batch to "go" (the process's probe of the GPU and its "armed" among it); close: "done" seen to the
+    Done written to the checker seeing it; wake: the checker sending the batch to the stopped process
+    and the barrier, up to the clock's start; close: "done" seen to the
     process stopped and its description of the outputs decoded; read: the outputs read at "done")."""
     return {name: round(statistics.median(r[k] for r in rows) * 1e6, 1) for k, name in enumerate(WINDOW_PARTS)}
