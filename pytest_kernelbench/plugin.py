@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -279,6 +280,23 @@ def _write_header(config: pytest.Config, run: BenchRun) -> None:
                       f"{pkb_checkout.describe(run.pkb['checkout'])}")
         for line in pkb_pairing.header_lines(run.pkb.get("solutions")):
             tr.write_line(f"kernelbench: {line}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> Generator[None, None, None]:
+    """A problem that does not load has no fields to select it by: it stays in every -m / -k
+    selection (only --deselect drops it), so that a broken problem.yaml never vanishes from a run."""
+    broken = [i for i in items if isinstance(i, BrokenProblem)
+              and not i.nodeid.startswith(tuple(config.getoption("deselect", None) or ()))]
+    items[:] = [i for i in items if not isinstance(i, BrokenProblem)]
+    try:
+        return (yield)
+    finally:
+        items.extend(broken)
+        run = config.pluginmanager.get_plugin(RUN_PLUGIN)
+        if run is not None:
+            run.kb_items += len(broken)
 
 
 class ProblemItem(pytest.Function):

@@ -121,7 +121,9 @@ def test_markers_select_by_taxonomy(tmp_path):
     pkb = make_checkout(tmp_path / "pkb")
     proc = pytest_run(tmp_path, f"--kb-pkb={pkb}", "--collect-only", "--strict-markers", "-m", "pkb and tp")
     ids = sorted(re.findall(r"test_problem\[(pkb/[^\]]+)\]", proc.stdout))
-    assert ids == ["pkb/12_allgather_gemm", "pkb/18_tp_rms_norm", "pkb/7_reducescatter"], proc.stdout + proc.stderr
+    # 4_reduce does not load (no solution()): no marker to match, so it stays in every selection (issue 45)
+    assert ids == ["pkb/12_allgather_gemm", "pkb/18_tp_rms_norm", "pkb/4_reduce", "pkb/7_reducescatter"], \
+        proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("args, expected", [
