@@ -39,3 +39,64 @@ def test_solutions_only_leaves_out_pkb_items_that_cannot_run_here(tmp_path):
     out = proc.stdout + proc.stderr
     assert [(i["problem"], i.get("failure")) for i in doc["items"]] == [("pkb/19_blocked_fp8_quantize", "no_code")], out
     assert "During handling of the above exception" not in out and out.count("no candidate for") <= 2, out
+
+
+# our own imitation of PKB's 22: an EP x EP-FSDP grid of subgroups passed as arguments, in place
+EP_GRID = '''    if problem_id == 22:                 # an EP x EP-FSDP grid of subgroups, as PKB's 22 builds
+        _seed(problem_id, rank, trial)
+        non_ep, ep = [torch.randn(base_shape, dtype=dtype, device=dev)], [torch.randn(base_shape, dtype=dtype, device=dev)]
+        ep_size = max(1, world_size // 2)
+        ep_group, ep_fsdp_group = None, dist.group.WORLD
+        if ep_size > 1:
+            for blk in range(world_size // ep_size):
+                ranks = list(range(blk * ep_size, (blk + 1) * ep_size))
+                g = dist.new_group(ranks)
+                ep_group = g if rank in ranks else ep_group
+            for i in range(ep_size):
+                ranks = [i + blk * ep_size for blk in range(world_size // ep_size)]
+                g = dist.new_group(ranks)
+                ep_fsdp_group = g if rank in ranks else ep_fsdp_group
+        return (non_ep, ep, 1.0, 2.0, ep_size, dist.group.WORLD, ep_fsdp_group, ep_group)
+'''
+CLIP_EP = '''import torch
+import torch.distributed as dist
+
+
+def _norms(tensors, p):
+    return sum((t.float().norm(p=p) ** p for t in tensors), torch.zeros(()))
+
+
+def solution(non_ep, ep, max_norm, norm_type=2.0, ep_size=1, fsdp_group=None, ep_fsdp_group=None, ep_group=None):
+    if ep_size > 1:
+        for t in ep:
+            t.mul_(1.0 / ep_size)
+    a, b = _norms(non_ep, norm_type), _norms(ep, norm_type)
+    dist.all_reduce(a, group=fsdp_group)
+    for group in (ep_fsdp_group, ep_group):
+        if group is not None:
+            dist.all_reduce(b, group=group)
+    total = (a + b) ** (1.0 / norm_type)
+    if total > max_norm:
+        for t in non_ep + ep:
+            t.mul_(max_norm / total)
+    return total
+'''
+
+
+@pytest.mark.e2e
+def test_self_check_of_an_in_place_problem_with_process_group_arguments_at_w4(tmp_path):
+    """PKB's 22_clip_grad_norm_ep failed its own self-check at W = 4: the in-place check compared
+    the process groups among its arguments by identity, and the candidate's side holds its own
+    group object of the same ranks (rank/objects.py). At W = 2 its EP groups are None and WORLD."""
+    pkb = make_checkout(tmp_path / "pkb")
+    gen = pkb / "utils" / "input_output_tensors.py"
+    text = gen.read_text()
+    start = text.index("    if problem_id == 22:")
+    gen.write_text(text[:start] + EP_GRID + text[text.index("    raise ValueError", start):])
+    (pkb / "reference" / "22_clip_grad_norm_ep.py").write_text(CLIP_EP)
+    proc, doc = run(tmp_path, f"--kb-pkb={pkb}", "-k", "22_", "--kb-candidate=reference", "--kb-nproc=4",
+                    "--kb-timing=off", timeout=400)
+    assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
+    item = next(i for i in doc["items"] if i["problem"] != "pkb/4_reduce")      # 4 does not load: in every -k
+    assert (item["problem"], item["world_size"]) == ("pkb/22_clip_grad_norm_ep", 4)
+    assert item["outcome"] == "passed", item.get("message")
