@@ -60,9 +60,15 @@ def kb_placement(request: pytest.FixtureRequest, kb_session: KBSession, kb_probl
         # first: a problem left out is left out for this reason alone, wherever it could run
         _skip(request, kb_problem, SOLUTIONS_ONLY_SKIP)
     try:
-        return kb_session.place(kb_problem)
+        placement = kb_session.place(kb_problem)
     except Skip as e:
         reason = str(e)
+    else:
+        missing = is_pkb(kb_problem) and static.missing_modules(
+            kb_problem.reference_path.read_text(), kb_problem.reference_path.resolve().parent.parent)
+        if not missing:
+            return placement
+        reason = missing
     # outside the except: a failure here is one exception, not one chained to the Skip
     _static_then_skip(request, kb_session, kb_problem, reason)
 

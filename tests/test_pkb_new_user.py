@@ -3,8 +3,10 @@
 in-place problem's arguments, and a reference that needs a module this install lacks."""
 from __future__ import annotations
 
+import os
+
 import pytest
-from kbrun import run
+from kbrun import inner_env, run
 from pkb_fixture import RING, make_checkout
 
 from pytest_kernelbench.protocol import SOLUTIONS_ONLY_SKIP
@@ -100,3 +102,54 @@ def test_self_check_of_an_in_place_problem_with_process_group_arguments_at_w4(tm
     item = next(i for i in doc["items"] if i["problem"] != "pkb/4_reduce")      # 4 does not load: in every -k
     assert (item["problem"], item["world_size"]) == ("pkb/22_clip_grad_norm_ep", 4)
     assert item["outcome"] == "passed", item.get("message")
+
+
+# a Python without numpy, as the main job's install (torch does not require it): every finder is
+# asked after this one, which says numpy is not there
+NO_NUMPY_SITE = '''import sys
+
+
+class _NoNumpy:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy" or name.startswith("numpy."):
+            raise ModuleNotFoundError("No module named 'numpy' (hidden by the test)", name="numpy")
+        return None
+
+
+sys.meta_path.insert(0, _NoNumpy())
+'''
+
+
+@pytest.mark.e2e
+def test_a_reference_that_needs_a_missing_module_skips_saying_so(tmp_path):
+    """Two of PKB's references need numpy (64 imports it; 63 and 78 call all_gather_object, which
+    torch unpacks with numpy); the main job's install has none, and the self-check was charged
+    with it (runtime_error). A reference's missing module is this machine's, not the candidate's."""
+    pkb = make_checkout(tmp_path / "pkb")
+    (pkb / "reference" / "4_reduce.py").unlink()
+    ref = pkb / "reference"
+    (ref / "1_allreduce.py").write_text("import numpy as np\n" + (ref / "1_allreduce.py").read_text()
+                                        + "\n\nassert np.int64(1) == 1\n")
+    (ref / "3_broadcast.py").write_text('''import torch.distributed as dist
+
+
+def solution(tensor, src=0):
+    shapes = [None] * dist.get_world_size()
+    dist.all_gather_object(shapes, tuple(tensor.shape))
+    out = tensor.clone()
+    dist.broadcast(out, src=src)
+    return out
+''')
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_NUMPY_SITE)
+    env = {"PYTHONPATH": os.pathsep.join([str(site), inner_env()["PYTHONPATH"]])}
+    proc, doc = run(tmp_path, f"--kb-pkb={pkb}", "-k", "1_allreduce or 3_broadcast", "--kb-candidate=reference",
+                    "--kb-nproc=2", "--kb-timing=off", env=env, timeout=300)
+    assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
+    items = {i["problem"]: i for i in doc["items"]}
+    assert set(items) == {"pkb/1_allreduce", "pkb/3_broadcast"}
+    for name, why in (("pkb/1_allreduce", "imports it"), ("pkb/3_broadcast", "calls all_gather_object")):
+        assert items[name]["outcome"] == "skipped", (name, items[name].get("failure"), items[name].get("message"))
+        assert items[name]["message"].startswith(f"the reference needs numpy ({why}"), items[name]["message"]
+    assert proc.returncode == 0, proc.stdout[-2000:]
