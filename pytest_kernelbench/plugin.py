@@ -179,6 +179,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "pkb: ParallelKernelBench problems (--kb-pkb)")
     config.addinivalue_line("markers", "non_llm: kernelbench problems from non-LLM workloads (PKB's taxonomy)")
     settings = settings_from(config)
+    unused = options.ignored_without_model({o.name: getattr(settings, o.field) for o in OPTIONS})
+    if unused and not hasattr(config, "workerinput"):
+        config.issue_config_time_warning(pytest.PytestConfigWarning(unused), stacklevel=2)
     if settings.pkb:
         _collect_pkb(config, Path(settings.pkb) / "reference")
     worker = getattr(config, "workerinput", None)
