@@ -239,6 +239,8 @@ class KBSession:
             record.slurm_step = facts.exits.step
             record.hosts = [facts.exits.hosts.get(r) for r in range(placement.world_size)]
         self.fill(record, judge(facts), placement)
+        if native is None and candidate.origin:     # a native job's file is spliced: its lines are not the user's
+            own_path(record, job.candidate_path, candidate.origin)
         metrics.annotate_metric(record.sizes, problem.metric)
         record.job_dir = str(job_dir)
         if record.outcome == Outcome.PASSED and not self.settings.keep_jobs:
@@ -298,6 +300,15 @@ class KBSession:
         timed = sum(metrics.timed_seconds(s) for s in sizes)
         record.timed_s = timed
         record.overhead_s = max(0.0, outcome.wall_s - timed)
+
+
+def own_path(record: ItemRecord, job_copy: str, origin: str) -> None:
+    """Failure text names the candidate's own file, the one to edit, not the job folder's copy of
+    it (the same text, line for line)."""
+    for attr in ("message", "log_tail"):
+        text = getattr(record, attr)
+        if text and job_copy in text:
+            setattr(record, attr, text.replace(job_copy, origin))
 
 
 @contextmanager
