@@ -232,7 +232,7 @@ def summary_lines(doc: dict) -> list[str]:
     extra.append(f"{a['skipped']} skipped, not counted")
     lines = [f"pass rate {_fmt(a['pass_rate'], '{:.1%}')} ({counted}; {', '.join(extra)})"]
     if not a["total"]:
-        lines = [f"no item ran: {a['skipped']} skipped (reasons below)"]
+        lines = [f"no item ran: {a['skipped']} skipped (reasons below)" if a["skipped"] else "no item finished"]
     elif a.get("gm_speedup") is not None:
         lines.append(f"GM-speedup {a['gm_speedup']:.3f}x   Pass x GM {_fmt(a['pass_x_gm'], '{:.3f}')}   "
                      f"fast_1 {_fmt(a['fast_p'].get('1.0'), '{:.1%}')}   PASS+Good {_fmt(a['pass_good'], '{:.1%}')}")
