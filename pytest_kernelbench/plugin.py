@@ -290,13 +290,17 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                                   items: list[pytest.Item]) -> Generator[None, None, None]:
     """A problem that does not load has no fields to select it by: it stays in every -m / -k
     selection (only --deselect drops it), so that a broken problem.yaml never vanishes from a run."""
+    place = {id(i): n for n, i in enumerate(items)}
     broken = [i for i in items if isinstance(i, BrokenProblem)
               and not i.nodeid.startswith(tuple(config.getoption("deselect", None) or ()))]
     items[:] = [i for i in items if not isinstance(i, BrokenProblem)]
     try:
         return (yield)
     finally:
+        kept = [place.get(id(i), -1) for i in items]
         items.extend(broken)
+        if kept == sorted(kept):        # nobody reordered: each broken problem goes back where it was
+            items.sort(key=lambda i: place.get(id(i), -1))
         run = config.pluginmanager.get_plugin(RUN_PLUGIN)
         if run is not None:
             run.kb_items += len(broken)
