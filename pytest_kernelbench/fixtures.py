@@ -2,14 +2,15 @@
 candidate source is chosen: files (reference, shipped, a directory), or a model (--kb-model)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
-from .candidates.files import CandidateError, NoCandidate, choose
+from .candidates.files import CandidateError, NoCandidate, choose, from_directory
 from .pkb import static
 from .pkb.checkout import is_pkb
-from .protocol import Outcome
+from .protocol import SOLUTIONS_ONLY_SKIP, Outcome
 from .session import Skip, base_record
 
 if TYPE_CHECKING:
@@ -54,10 +55,22 @@ def kb_problem(request: pytest.FixtureRequest) -> Problem:
 
 @pytest.fixture
 def kb_placement(request: pytest.FixtureRequest, kb_session: KBSession, kb_problem: Problem) -> Placement:
+    s = kb_session.settings
+    if s.solutions_only and from_directory(kb_problem, Path(s.solutions), s.pkb_backend).source is None:
+        # first: a problem left out is left out for this reason alone, wherever it could run
+        _skip(request, kb_problem, SOLUTIONS_ONLY_SKIP)
     try:
-        return kb_session.place(kb_problem)
+        placement = kb_session.place(kb_problem)
     except Skip as e:
-        _static_then_skip(request, kb_session, kb_problem, str(e))
+        reason = str(e)
+    else:
+        missing = is_pkb(kb_problem) and static.missing_modules(
+            kb_problem.reference_path.read_text(), kb_problem.reference_path.resolve().parent.parent)
+        if not missing:
+            return placement
+        reason = missing
+    # outside the except: a failure here is one exception, not one chained to the Skip
+    _static_then_skip(request, kb_session, kb_problem, reason)
 
 
 def _static_then_skip(request: pytest.FixtureRequest, session: KBSession, problem: Problem, reason: str) -> NoReturn:
@@ -97,8 +110,6 @@ def kb_candidate(request: pytest.FixtureRequest, kb_session: KBSession, kb_probl
         _skip(request, kb_problem, str(e))
     except CandidateError as e:      # shipped:NAME that does not exist: the user's mistake
         pytest.fail(str(e), pytrace=False)
-    if s.solutions_only and candidate.kind == "dir" and candidate.source is None:
-        _skip(request, kb_problem, f"no file in --kb-solutions={s.solutions} (--kb-solutions-only)")
     reason = kb_session.cpu_candidate_skip(kb_problem, kb_placement, candidate.is_reference)
     if reason:
         _skip(request, kb_problem, reason, candidate)

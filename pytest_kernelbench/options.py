@@ -119,6 +119,19 @@ OPTIONS: list[Option] = [
     Option("cache-dir", str, None, "cache of generations and prompt facts (default <rootdir>/.kb-cache)", path=True),
 ]
 BY_NAME = {o.name: o for o in OPTIONS}
+# what only a model run reads (--kb-model, or --kb-print-prompt's prompts): given without one, a warning
+MODEL_ONLY = ("samples", "rounds", "temperature", "max-tokens", "api-base", "max-cost", "regenerate",
+              "request-timeout", "retries")
+
+
+def ignored_without_model(v: Mapping[str, Any]) -> str | None:
+    """The warning for model-only options set (not at their default) in a run without a model."""
+    if v.get("model") or v.get("print-prompt"):
+        return None
+    given = [f"--kb-{n}" for n in MODEL_ONLY if v.get(n) != BY_NAME[n].default]
+    if not given:
+        return None
+    return f"{', '.join(given)}: read only with --kb-model (a model writes the candidates); ignored in this run"
 
 
 def shown_default(o: Option, none: str = "none") -> str:

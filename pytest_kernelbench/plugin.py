@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -178,6 +179,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "pkb: ParallelKernelBench problems (--kb-pkb)")
     config.addinivalue_line("markers", "non_llm: kernelbench problems from non-LLM workloads (PKB's taxonomy)")
     settings = settings_from(config)
+    unused = options.ignored_without_model({o.name: getattr(settings, o.field) for o in OPTIONS})
+    if unused and not hasattr(config, "workerinput"):
+        config.issue_config_time_warning(pytest.PytestConfigWarning(unused), stacklevel=2)
     if settings.pkb:
         _collect_pkb(config, Path(settings.pkb) / "reference")
     worker = getattr(config, "workerinput", None)
@@ -279,6 +283,27 @@ def _write_header(config: pytest.Config, run: BenchRun) -> None:
                       f"{pkb_checkout.describe(run.pkb['checkout'])}")
         for line in pkb_pairing.header_lines(run.pkb.get("solutions")):
             tr.write_line(f"kernelbench: {line}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> Generator[None, None, None]:
+    """A problem that does not load has no fields to select it by: it stays in every -m / -k
+    selection (only --deselect drops it), so that a broken problem.yaml never vanishes from a run."""
+    place = {id(i): n for n, i in enumerate(items)}
+    broken = [i for i in items if isinstance(i, BrokenProblem)
+              and not i.nodeid.startswith(tuple(config.getoption("deselect", None) or ()))]
+    items[:] = [i for i in items if not isinstance(i, BrokenProblem)]
+    try:
+        return (yield)
+    finally:
+        kept = [place.get(id(i), -1) for i in items]
+        items.extend(broken)
+        if kept == sorted(kept):        # nobody reordered: each broken problem goes back where it was
+            items.sort(key=lambda i: place.get(id(i), -1))
+        run = config.pluginmanager.get_plugin(RUN_PLUGIN)
+        if run is not None:
+            run.kb_items += len(broken)
 
 
 class ProblemItem(pytest.Function):

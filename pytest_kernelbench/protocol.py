@@ -41,6 +41,8 @@ class Outcome(enum.StrEnum):
 
 # outcomes whose items count in every rate (skipped items are counted apart)
 COUNTED = (Outcome.PASSED, Outcome.FAILED, Outcome.ERROR)
+# the skip reason of a problem --kb-solutions-only leaves out (the table lists such items as one line)
+SOLUTIONS_ONLY_SKIP = "no file for it in --kb-solutions (--kb-solutions-only)"
 
 
 class Tier(enum.StrEnum):

@@ -247,9 +247,13 @@ class ReportWriter:
                 self.log = report_log(self.run)
             self.log.append(rec)
 
+    def pytest_keyboard_interrupt(self) -> None:
+        from .launch import hold_interrupts
+        hold_interrupts()      # the report is still to be written
+
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
-        if not self.records:
-            return
+        if not self.records and not (exitstatus == pytest.ExitCode.INTERRUPTED and self.run.kb_items):
+            return      # a Ctrl-C before the first item ended still leaves a report that says so
         # this run's records as the controller received them, and an earlier run's signed lines
         # (--kb-resume): never what the file on disk says now
         earlier = resumed_records(self.run.settings.resume)[0] if self.run.settings.resume else []
@@ -284,7 +288,9 @@ class ReportWriter:
         reason = "interrupted (Ctrl-C)" if exitstatus == pytest.ExitCode.INTERRUPTED else \
             "stopped early (-x / --maxfail / a crash)"
         keep = [a for a in args if not a.startswith(("--kb-report", "--kb-resume"))]
-        resume = shlex.join(["pytest", *keep, f"--kb-resume={self.run.jsonl_path}"])
+        # nothing finished, so no JSONL to resume from: the same run again, into a new report
+        resume = shlex.join(["pytest", *keep] + ([f"--kb-resume={self.run.jsonl_path}"] if finished or
+                                                 self.run.settings.resume else []))
         return {"reason": reason, "left": left, "resume": resume}
 
     def pytest_terminal_summary(self, terminalreporter: TerminalReporter, exitstatus: pytest.ExitCode,
@@ -299,9 +305,10 @@ class ReportWriter:
         if self.doc is None:
             return
         tr.write_sep("=", "kernelbench")
-        for line in report.table(self.doc["items"]):
-            tr.write_line(line)
-        tr.write_line("")
+        if self.doc["items"]:
+            for line in report.table(self.doc["items"]):
+                tr.write_line(line)
+            tr.write_line("")
         for line in report.summary_lines(self.doc):
             tr.write_line(line)
         tr.write_line(f"report: {self.run.json_path}  (per-item log: {self.run.jsonl_path})")

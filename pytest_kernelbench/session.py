@@ -225,20 +225,28 @@ class KBSession:
         job_dir = self.run_dir / "jobs" / f"{slug}-{secrets.token_hex(3)}"
         job_dir.mkdir(parents=True)
         timeout = per_item(self.settings.timeout, problem.timeout_s, DEFAULT_TIMEOUT_S)
-        with build_folder(Path(self.extensions_dir), candidate.source or "") as builds:
-            job = self.job(problem, candidate, placement, job_dir, native, builds)
-            kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout, launcher=self.launcher,
-                          compile_timeout_s=self.settings.compile_timeout, extensions_dir=str(builds))
-            if placement.device == "cuda" and self.launcher.local_gpus:    # else its scheduler gives the GPUs
-                with self.gpu_pool().lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
-                    facts = launch.run_job(job_dir, job, cuda_devices=lease["gpus"], **kwargs)
-                record.gpus, record.concurrent_with = lease["gpus"], lease["concurrent_with"]
-            else:
-                facts = launch.run_job(job_dir, job, **kwargs)
+        try:
+            with build_folder(Path(self.extensions_dir), candidate.source or "") as builds:
+                job = self.job(problem, candidate, placement, job_dir, native, builds)
+                kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout, launcher=self.launcher,
+                              compile_timeout_s=self.settings.compile_timeout, extensions_dir=str(builds))
+                if placement.device == "cuda" and self.launcher.local_gpus:    # else its scheduler gives the GPUs
+                    with self.gpu_pool().lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
+                        facts = launch.run_job(job_dir, job, cuda_devices=lease["gpus"], **kwargs)
+                    record.gpus, record.concurrent_with = lease["gpus"], lease["concurrent_with"]
+                else:
+                    facts = launch.run_job(job_dir, job, **kwargs)
+        except KeyboardInterrupt:
+            # an interrupted item has no result: nothing points at its folder (it runs again on --kb-resume)
+            launch.hold_interrupts()
+            launch.remove_job_dir(job_dir)
+            raise
         if facts.exits is not None and facts.exits.step is not None:    # a Slurm step: its id, each rank's node
             record.slurm_step = facts.exits.step
             record.hosts = [facts.exits.hosts.get(r) for r in range(placement.world_size)]
         self.fill(record, judge(facts), placement)
+        if native is None and candidate.origin:     # a native job's file is spliced: its lines are not the user's
+            own_path(record, job.candidate_path, candidate.origin)
         metrics.annotate_metric(record.sizes, problem.metric)
         record.job_dir = str(job_dir)
         if record.outcome == Outcome.PASSED and not self.settings.keep_jobs:
@@ -298,6 +306,15 @@ class KBSession:
         timed = sum(metrics.timed_seconds(s) for s in sizes)
         record.timed_s = timed
         record.overhead_s = max(0.0, outcome.wall_s - timed)
+
+
+def own_path(record: ItemRecord, job_copy: str, origin: str) -> None:
+    """Failure text names the candidate's own file, the one to edit, not the job folder's copy of
+    it (the same text, line for line)."""
+    for attr in ("message", "log_tail"):
+        text = getattr(record, attr)
+        if text and job_copy in text:
+            setattr(record, attr, text.replace(job_copy, origin))
 
 
 @contextmanager

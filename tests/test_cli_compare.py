@@ -152,3 +152,17 @@ def test_kb_compare_in_a_real_run(tmp_path):
     out = proc.stdout
     assert "kernelbench compare" in out and "collective/lost: passed -> failed:no_code" in out, out[-3000:]
     assert proc.returncode == 1
+
+
+def test_kb_compare_leaves_out_the_items_this_run_did_not_select(tmp_path):
+    """Issue 45 (7): a run of one item against a full BASE listed every other item as "gone"."""
+    def rec(n):
+        return dict(synth.record("collective/all_reduce", "passed", device="cpu"), problem=f"collective/p{n}",
+                    nodeid=f"p{n}")
+    base = synth.write(tmp_path / "base.json", [rec(n) for n in range(5)], synth.CPU, {})
+    new = {"items": [rec(0)], "path": "new.json"}
+    cmp = compare.against(str(base), new, None)
+    assert [(d.name, d.change) for d in cmp.items] == [("collective/p0", "no speed")]
+    assert cmp.lines()[-2] == "items: 1 no speed; 4 of BASE not selected in this run (not compared)"
+    # the CLI's two whole reports still say what went
+    assert [d.change for d in compare.compare(reports.load(base), new).items].count("gone") == 4

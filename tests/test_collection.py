@@ -82,3 +82,27 @@ def test_problem_in_the_wrong_category_folder_is_rejected(tmp_path):
     proc, doc = run(tmp_path, str(problems), "--kb-nproc=2")
     assert "category' is 'collective' but the problem lives under p2p/" in proc.stdout, proc.stdout + proc.stderr
     assert by_problem(doc)["p2p/y"]["failure"] == "invalid_problem"
+
+
+def test_broken_problems_stay_in_a_marker_or_keyword_selection(tmp_path):
+    """Issue 45 (3): a problem.yaml that does not load has no markers to match, so -m and -k used to
+    deselect it silently (5 broken problems, `-m collective`: 7 passed, exit 0)."""
+    problems, _ = make_tree(tmp_path, {"fine": "def solution(x):\n    return x\n",
+                                       "bad_a": "", "bad_b": ""})
+    for name in ("bad_a", "bad_b"):
+        y = problems / "collective" / name / "problem.yaml"
+        y.write_text(y.read_text().replace("difficulty:", "difficulty: trivial\nold_difficulty:"))
+    listed = collect(str(problems), "-m", "p2p", cwd=tmp_path)
+    assert ids(listed.stdout) == ["test_problem[collective/bad_a]", "test_problem[collective/bad_b]"], listed.stdout
+    assert ids(collect(str(problems), "-k", "fine", cwd=tmp_path).stdout) == [
+        "test_problem[collective/bad_a]", "test_problem[collective/bad_b]", "test_problem[collective/fine]"]
+    # a run that selects none of the good ones: the broken ones still error, counted, and fail the run
+    proc, doc = run(tmp_path, str(problems), "-m", "p2p")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert {k: v["failure"] for k, v in by_problem(doc).items()} == {
+        "collective/bad_a": "invalid_problem", "collective/bad_b": "invalid_problem"}
+    assert "2 errors" in proc.stdout and "kernelbench: run" in proc.stdout
+    # --deselect still drops a node id the user names
+    bad_a = next(line.split("::")[0] for line in listed.stdout.splitlines() if "bad_a" in line)
+    listed = collect(str(problems), "-m", "p2p", f"--deselect={bad_a}", cwd=tmp_path)
+    assert ids(listed.stdout) == ["test_problem[collective/bad_b]"], listed.stdout

@@ -58,7 +58,7 @@ def test_every_selected_item_is_in_the_table_jsonl_and_json_and_counts(mixed):
     out = mixed["proc"].stdout
     for name in items:
         assert re.search(rf"^{re.escape(name)}\s", out, re.M), f"{name} missing from the table"
-    assert "pass rate 25.0% (1/4; 2 failed, 1 errors, 1 skipped, not counted)" in out
+    assert "pass rate 25.0% (1/4; 2 failed, 1 error, 1 skipped, not counted)" in out
     # each failure's message is printed once in full by kernelbench; the table's note column shows
     # only its first 87 characters, so the whole text (longer than that: it starts with a path)
     # occurs once. pytest's own short summary (-rA) may repeat it, cut or not: not ours to count.

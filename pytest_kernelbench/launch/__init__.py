@@ -23,6 +23,8 @@ import hashlib
 import os
 import secrets
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -166,8 +168,10 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
         try:
             facts.timed_out, facts.compile_s, truncated = _wait(ranks, hunter, job_dir, t0, timeout_s,
                                                                 compile_timeout_s, job.builds)
-        except BaseException:
+        except BaseException as e:
             # pytest-timeout's outer net, Ctrl-C, ...: never leave the job running behind us
+            if isinstance(e, KeyboardInterrupt):
+                hold_interrupts()
             ranks.terminate()
             hunter.kill_all(terminate_root=False)
             raise
@@ -296,6 +300,18 @@ def rank_server(extensions_dir: str | None = None) -> RankServer:
     """The fork launcher's rank server on its own (tests start one to probe the zygote)."""
     from .fork import rank_server as make
     return make(extensions_dir)
+
+
+def hold_interrupts() -> None:
+    """After the first Ctrl-C the run cleans up (the job's ranks, its folder, the report); a second
+    one would cut that short, leave ranks running and print a traceback from inside pytest. From now
+    on Ctrl-C gets a one-line note instead (main thread only: signal handlers live there)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def note(signum: int, frame: object) -> None:
+        os.write(2, b"\nkernelbench: still cleaning up after Ctrl-C (stopping the ranks, writing the report)\n")
+    signal.signal(signal.SIGINT, note)
 
 
 def remove_job_dir(job_dir: Path) -> None:

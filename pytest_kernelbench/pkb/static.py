@@ -8,8 +8,10 @@ which candidates are missing, do not parse or would be refused as unsafe before 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..candidates import safety
@@ -62,6 +64,39 @@ def needs_cuda(source: str | None) -> str | None:
         if m:
             line = (source or "").count("\n", 0, m.start()) + 1
             return f"needs CUDA: the candidate {what} ({m.group(0).strip()!r} at line {line})"
+    return None
+
+
+# torch.distributed's object collectives unpack with numpy, which torch does not require
+NUMPY_CALLS = frozenset({"all_gather_object", "gather_object", "broadcast_object_list", "scatter_object_list"})
+
+
+def missing_modules(source: str, beside: Path) -> str | None:
+    """Why a reference cannot run in this Python: a module it imports (or numpy, for torch's object
+    collectives it calls) is not installed. Not the candidate's failure: the item skips saying so.
+    Modules of the checkout itself (`beside`: its root, PKB's utils/) are PKB's own."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    wanted: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            wanted.update((a.name.split(".")[0], "imports it") for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            wanted.setdefault(node.module.split(".")[0], "imports it")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in NUMPY_CALLS:
+            wanted.setdefault("numpy", f"calls {node.func.attr}, which torch unpacks with numpy")
+    for name, why in wanted.items():
+        if (beside / name).exists() or (beside / f"{name}.py").exists():
+            continue
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return (f"the reference needs {name} ({why}), which this Python lacks: pip install {name} "
+                    "(not the candidate's failure)")
     return None
 
 

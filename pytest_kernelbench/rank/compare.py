@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ..protocol import RULES, rule_of, tagged  # noqa: F401 (rule_of, RULES: the rules' one home)
+from . import objects
 
 _COMPRESSED = {torch.sparse_csr: ("crow_indices", "col_indices"), torch.sparse_csc: ("ccol_indices", "row_indices"),
                torch.sparse_bsr: ("crow_indices", "col_indices"), torch.sparse_bsc: ("ccol_indices", "row_indices")}
@@ -241,6 +242,15 @@ def _structure(out: Any, expected: Any, path: str) -> tuple[str | None, str | No
     return (None if type(out) is type(expected) else f"{path}: expected {type(expected).__name__}, got {type(out).__name__}"), None
 
 
+def _same_value(o: Any, e: Any) -> bool:
+    """A leaf that is neither tensor nor number: equal by value; a process group by its ranks (each
+    process holds its own group object of the same ranks: rank/objects.py), never by identity."""
+    group = objects.group_leaf(e)
+    if group is not None:
+        return objects.group_leaf(o) == group
+    return bool(o == e)
+
+
 def _index(flat_idx: int, shape: Sequence[int]) -> list[int]:
     idx = []
     for dim in reversed(shape):
@@ -272,7 +282,7 @@ def _values(out: Any, expected: Any, tol: dict, path: str, exact_ints: bool) -> 
             msg = None if err <= bound or (o != o and e != e) else \
                 f"{p}: expected {e!r}, got {o!r} (error {err:.3g} > {bound:.3g})"
         else:
-            msg, err = (None if o == e else f"{p}: expected {e!r}, got {o!r}"), 0.0
+            msg, err = (None if _same_value(o, e) else f"{p}: expected {e!r}, got {o!r}"), 0.0
         worst = max(worst, err)
         if msg:
             integer = isinstance(e, torch.Tensor) and not (e.is_floating_point() or e.is_complex())

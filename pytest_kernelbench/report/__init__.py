@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import metrics
-from ..protocol import Outcome, atomic_write
+from ..protocol import SOLUTIONS_ONLY_SKIP, Outcome, atomic_write
 
 SCHEMA_VERSION = 2   # schemas/report.schema.json
 
@@ -183,8 +183,13 @@ def natural_key(text: str) -> tuple:
 
 
 def table(items: list[dict]) -> list[str]:
+    """One row per item; the problems --kb-solutions-only left out are one line after it (a folder
+    of two kernels is a table of two rows, not of every problem in the suite)."""
+    items = latest_by_item(items)
+    left_out = sum(1 for i in items if i.get("outcome") == Outcome.SKIPPED and i.get("message") == SOLUTIONS_ONLY_SKIP)
+    items = [i for i in items if not (i.get("outcome") == Outcome.SKIPPED and i.get("message") == SOLUTIONS_ONLY_SKIP)]
     rows: list[tuple[str, ...]] = [("problem", "W", "dev", "candidate", "outcome", "speedup [noise band]", "verdict", "roof%", "wall s", "note")]
-    for i in sorted(latest_by_item(items), key=lambda i: (natural_key(i.get("problem") or ""), i.get("sample") or 0)):
+    for i in sorted(items, key=lambda i: (natural_key(i.get("problem") or ""), i.get("sample") or 0)):
         outcome = i["outcome"] if i["outcome"] not in (Outcome.FAILED, Outcome.ERROR) else f"{i['outcome']}:{i.get('failure')}"
         roof = (i.get("roofline") or {}).get("candidate")
         name = str(i.get("problem") or i.get("nodeid"))
@@ -196,17 +201,38 @@ def table(items: list[dict]) -> list[str]:
                      _fmt(roof * 100 if roof is not None else None, "{:.0f}%"), _fmt(i.get("wall_s"), "{:.1f}"),
                      _note(i)))
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    out = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    if left_out:
+        out.append(f"(and {left_out} problem(s) without a file in --kb-solutions, skipped: --kb-solutions-only)")
+    return out
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def skip_line(reasons: dict[str, int], most: int = 4, width: int = 100) -> str:
+    """The skip reasons, most frequent first, each cut to its first line and `width` characters;
+    past `most` reasons, how many more (the report has every item's reason)."""
+    ranked = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    parts = []
+    for reason, n in ranked[:most]:
+        text = (reason.strip().splitlines() or [""])[0]
+        parts.append(f"{n} x " + (text if len(text) <= width else text[:width - 3] + "..."))
+    rest = ranked[most:]
+    if rest:
+        parts.append(f"{sum(n for _, n in rest)} x {len(rest)} other reason(s), in the report")
+    return "skipped: " + "; ".join(parts)
 
 
 def summary_lines(doc: dict) -> list[str]:
     a = doc["aggregates"]
     counted = f"{a['passed']}/{a['total']}"
-    extra = [f"{a['failed']} failed"] + ([f"{a['errors']} errors"] if a.get("errors") else [])
+    extra = [f"{a['failed']} failed"] + ([_plural(a["errors"], "error")] if a.get("errors") else [])
     extra.append(f"{a['skipped']} skipped, not counted")
     lines = [f"pass rate {_fmt(a['pass_rate'], '{:.1%}')} ({counted}; {', '.join(extra)})"]
     if not a["total"]:
-        lines = [f"no item ran: {a['skipped']} skipped (reasons below)"]
+        lines = [f"no item ran: {a['skipped']} skipped (reasons below)" if a["skipped"] else "no item finished"]
     elif a.get("gm_speedup") is not None:
         lines.append(f"GM-speedup {a['gm_speedup']:.3f}x   Pass x GM {_fmt(a['pass_x_gm'], '{:.3f}')}   "
                      f"fast_1 {_fmt(a['fast_p'].get('1.0'), '{:.1%}')}   PASS+Good {_fmt(a['pass_good'], '{:.1%}')}")
@@ -238,7 +264,7 @@ def summary_lines(doc: dict) -> list[str]:
     if a.get("failures"):
         lines.append("failures: " + ", ".join(f"{k} {v}" for k, v in sorted(a["failures"].items())))
     if a.get("skip_reasons"):
-        lines.append("skipped: " + "; ".join(f"{v} x {k}" for k, v in sorted(a["skip_reasons"].items())))
+        lines.append(skip_line(a["skip_reasons"]))
     if a.get("samples"):
         lines.append("samples: " + ", ".join(f"{k} {v:.3f}" for k, v in a["samples"].items()))
     for key, groups in doc["breakdowns"].items():

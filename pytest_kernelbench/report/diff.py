@@ -74,6 +74,7 @@ class Comparison:
     aggregates: list[tuple[str, float | None, float | None]] = field(default_factory=list)
     common_gm: tuple[float | None, float | None, str | None, int] = (None, None, None, 0)
     regressions: list[str] = field(default_factory=list)
+    not_selected: int = 0      # --kb-compare: BASE's items this run did not select (not compared)
 
     @property
     def failed(self) -> bool:
@@ -152,8 +153,14 @@ def compare(base_doc: dict, new_doc: dict, fail_on: FailOn | None = None) -> Com
 
 
 def against(base_path: str, new_doc: dict, fail_on_text: str | None) -> Comparison:
-    """The pytest side (--kb-compare): this run's report against BASE."""
-    return compare(reports.load(base_path), new_doc, parse_fail_on(fail_on_text))
+    """The pytest side (--kb-compare): this run's report against BASE, over the items this run
+    selected (a run of a few items is not every other item of BASE "gone")."""
+    base = reports.load(base_path)
+    ran = {i.get("problem") for i in reports.items(new_doc)}
+    kept = [i for i in reports.items(base) if i.get("problem") in ran]
+    cmp = compare({**base, "items": kept}, new_doc, parse_fail_on(fail_on_text))
+    cmp.not_selected = len(reports.items(base)) - len(kept)
+    return cmp
 
 
 def _delta(b: float | None, n: float | None, ratio: bool = True) -> str:
@@ -189,7 +196,8 @@ def _lines(c: Comparison) -> list[str]:
     counts: dict[str, int] = {}
     for d in c.items:
         counts[d.change] = counts.get(d.change, 0) + 1
-    out.append("items: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+    out.append("items: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+               + (f"; {c.not_selected} of BASE not selected in this run (not compared)" if c.not_selected else ""))
     if c.regressions:
         out.append(f"FAILED: {len(c.regressions)} regression(s): " + "; ".join(c.regressions))
     else:
