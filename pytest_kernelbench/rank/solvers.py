@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import JobLayout, JobSpec
+from . import identity
 from .link import Link, threads_of
 
 
@@ -22,19 +23,27 @@ def start(layout: JobLayout, job: JobSpec, rank: int, local_rank: int) -> tuple[
     import torch.distributed  # noqa: F401
     env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
     gpu = local_rank if job.device == "cuda" else None
+    # one identity for the job's candidate processes, another for its reference processes (identity.py)
+    mine, theirs = identity.job_identities(layout.dir)
+    change = identity.wanted()
     scratch = _scratch(layout.scratch(rank))
+    if change:
+        identity.give([scratch, *job.builds], mine)
     link = Link.start(str(layout.log(rank)), read_only=[str(layout.candidate)],
                       read_write=[str(scratch)] + list(job.builds), sys_path=list(job.sys_path),
-                      env={**env, **_home(scratch)}, cuda_device=gpu)
+                      env={**env, **_home(scratch), **identity.env(mine)}, cuda_device=gpu, ident=mine)
     if not job.timing.enabled:
         return link, None
     ref = job.reference_path          # its folder, where the file is and where a link to it points
     ref_dirs = sorted({os.path.dirname(os.path.abspath(ref)), os.path.dirname(os.path.realpath(ref))})
     scratch = _scratch(layout.reference_scratch(rank))
+    if change:
+        identity.give([scratch], theirs)
     reference = Link.start(str(layout.reference_log(rank)),
                            read_only=ref_dirs + [p for p in job.sys_path if os.path.isdir(p)],
-                           read_write=[str(scratch)], sys_path=list(job.sys_path), env={**env, **_home(scratch)},
-                           role="reference", cuda_device=gpu)
+                           read_write=[str(scratch)], sys_path=list(job.sys_path),
+                           env={**env, **_home(scratch), **identity.env(theirs)},
+                           role="reference", cuda_device=gpu, ident=theirs)
     link.own.add(reference.pid)        # the checker's child, not one the candidate started
     return link, reference
 
