@@ -71,6 +71,7 @@ def test_a_hardened_process_owns_nothing_yet_reaches_its_folders():
                 (scratch / "mine").write_text("ok")
                 lines.append("wrote " + (scratch / "mine").read_text())
                 lines.append("hidden " + str(os.path.exists(hidden / "key")))
+                lines.append("sees " + " ".join(sorted(os.listdir(top))) + " | " + " ".join(sorted(os.listdir(top / "job"))))
             except BaseException as e:  # noqa: BLE001
                 lines.append(f"error {type(e).__name__}: {e}")
             os.write(w, "\n".join(lines).encode())
@@ -82,7 +83,7 @@ def test_a_hardened_process_owns_nothing_yet_reaches_its_folders():
         assert "uid" in out[0].split() and "mountns" in out[0].split(), out
         assert out[1] == str((ident.uid,) * 3), out
         assert all(ln.endswith("refused") for ln in out[2:4]), out
-        assert out[4:] == ["wrote ok", "hidden False"], out
+        assert out[4:] == ["wrote ok", "hidden False", "sees job | scratch"], out
         assert (scratch / "mine").stat().st_uid == ident.uid
     finally:
         import shutil

@@ -44,6 +44,9 @@ class Identity(NamedTuple):
     user: str           # USER/LOGNAME: getpass.getuser() (torch inductor, Triton) fails on a uid without a name
 
 
+ROOT = Identity(0, 0, "root")
+
+
 def job_identities(job_dir: str | os.PathLike[str]) -> tuple[Identity, Identity]:
     """(the candidate processes' identity, the reference processes') of the job at job_dir."""
     digest = hashlib.sha256(os.path.abspath(job_dir).encode()).digest()
@@ -102,16 +105,18 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
         raise OSError(e, f"mount {target}: {os.strerror(e)}")
 
 
-def mount_namespace(paths: Iterable[str], ident: Identity) -> bool:
+def mount_namespace(paths: Iterable[str], ident: Identity) -> list[str] | None:
     """A mount namespace of this process's own in which `ident` reaches every path in `paths`
-    (as root, before the switch). False where the kernel refuses one (the process runs on without)."""
+    (as root, before the switch). Returns the folders a tmpfs now covers (they hold only the
+    paths: Python lists such a folder on sys.path to import from it, so Landlock lets it read
+    them), or None where the kernel refuses (the process runs on without)."""
     plan: dict[str, list[str]] = {}
     for p in sorted({os.path.abspath(p) for p in paths if p and os.path.exists(p)}):
         closed = closed_ancestor(p, ident)
         if closed is not None and not any(p.startswith(q + "/") for q in plan.get(closed, [])):
             plan.setdefault(closed, []).append(p)
     if _libc.unshare(CLONE_NEWNS) != 0:
-        return False
+        return None
     try:
         _mount(None, "/", None, MS_REC | MS_PRIVATE)       # nothing of ours reaches the host's mounts
         fds = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for ps in plan.values() for p in ps}  # before they are hidden
@@ -127,8 +132,8 @@ def mount_namespace(paths: Iterable[str], ident: Identity) -> bool:
         for fd in fds.values():
             os.close(fd)
     except OSError:
-        return False
-    return True
+        return None
+    return list(plan)
 
 
 def switch(ident: Identity) -> bool:

@@ -204,8 +204,10 @@ def harden(read_only: Iterable[str], read_write: Iterable[str], ident: Identity 
     trees = [*SYSTEM_TREES, *python_trees(), *read_only]
     kernel, devices = device_rules()
     ident = ident if ident is not None and identity.wanted() else None
-    if ident is not None and identity.mount_namespace([*trees, *read_write], ident):
+    covered = identity.mount_namespace([*trees, *read_write], ident) if ident is not None else None
+    if covered is not None:
         layers.append(Isolation.MOUNTNS.value)
+        trees += covered
     layers += landlock(trees, read_write, devices, kernel=kernel)
     if kernel and any(x.startswith(Isolation.LANDLOCK.value) for x in layers):
         layers.append(Isolation.DEVICES.value)

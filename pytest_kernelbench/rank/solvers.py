@@ -29,6 +29,8 @@ def start(layout: JobLayout, job: JobSpec, rank: int, local_rank: int) -> tuple[
     scratch = _scratch(layout.scratch(rank))
     if change:
         identity.give([scratch, *job.builds], mine)
+    elif os.geteuid() == 0:       # uid 0 kept (KB_SANDBOX_KEEP_UID=1): a build folder an earlier job left is root's again
+        identity.give(job.builds, identity.ROOT)
     link = Link.start(str(layout.log(rank)), read_only=[str(layout.candidate)],
                       read_write=[str(scratch)] + list(job.builds), sys_path=list(job.sys_path),
                       env={**env, **_home(scratch), **identity.env(mine)}, cuda_device=gpu, ident=mine)
