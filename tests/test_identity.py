@@ -29,10 +29,12 @@ def test_the_outermost_closed_folder_is_the_one_a_tmpfs_covers():
         inner = top / "a" / "b"
         inner.mkdir(parents=True)
         assert identity.closed_ancestor(str(inner / "c"), foreign) == str(top)
+        assert identity.unreachable([str(inner)], foreign)      # without a namespace: uid 0 kept
         owner = identity.Identity(os.geteuid(), os.getegid(), "me")
         assert identity.closed_ancestor(str(inner / "c"), owner) is None
         top.chmod(0o755)
         assert identity.closed_ancestor(str(inner / "c"), foreign) is None
+        assert not identity.unreachable([str(inner)], foreign)
     finally:
         top.chmod(0o700)
         import shutil

@@ -98,6 +98,11 @@ def closed_ancestor(path: str, ident: Identity) -> str | None:
     return None
 
 
+def unreachable(paths: Iterable[str], ident: Identity) -> bool:
+    """Whether `ident` would miss one of `paths` without a mount namespace."""
+    return any(closed_ancestor(os.path.abspath(p), ident) for p in paths if p and os.path.exists(p))
+
+
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     if _libc.mount(source and source.encode(), target.encode(), fstype and fstype.encode(), ctypes.c_ulong(flags),
                    data and data.encode()) != 0:

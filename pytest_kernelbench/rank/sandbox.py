@@ -208,6 +208,8 @@ def harden(read_only: Iterable[str], read_write: Iterable[str], ident: Identity 
     if covered is not None:
         layers.append(Isolation.MOUNTNS.value)
         trees += covered
+    elif ident is not None and identity.unreachable([*trees, *read_write], ident):
+        ident = None            # no namespace, and the new uid could not reach its folders: uid 0 kept, said so
     layers += landlock(trees, read_write, devices, kernel=kernel)
     if kernel and any(x.startswith(Isolation.LANDLOCK.value) for x in layers):
         layers.append(Isolation.DEVICES.value)

@@ -3,9 +3,10 @@ that times the reference through the same batch protocol. Both are forked before
 anything secret and hardened alike, so a window costs both sides the same: a reference timed in the
 checker itself read 0.83-0.89 against itself at 256 MiB on an H100 (another CUDA context, another
 core, no outputs to describe). On GPU machines both share one core (one of them is always stopped)
-and the checker has another (cores.py). The reference process is non-dumpable and in a Landlock
-domain of its own; what a candidate can still change of it, its scheduling, is compared before
-every reference window (scheduling_changes)."""
+and the checker has another (cores.py). The reference process is non-dumpable, in a Landlock
+domain of its own and, where the checker is root, under a uid other than the candidate's
+(identity.py): the kernel refuses a candidate's renice of it. Its scheduling is still compared
+before every reference window (scheduling_changes), for machines where the uid is kept."""
 from __future__ import annotations
 
 import os
