@@ -396,6 +396,9 @@ class Isolation(enum.StrEnum):
     LANDLOCK = "landlock"            # read-only system/Python trees, writes only to its scratch and caches
     SIGNALS = "signal-scope"         # Landlock: it cannot signal processes outside its sandbox
     NONDUMPABLE = "nondumpable"      # checker and zygote: no /proc/<pid>/mem for it
+    MOUNTNS = "mountns"              # a mount namespace of its own: only the folders it needs, under closed ones
+    DEVICES = "devices"              # Landlock: only the device nodes it needs; /proc and /sys read-only
+    UID = "uid"                      # a uid/gid of its own per job (not 0, not the reference's): owns nothing of the system
 
 
 @dataclass

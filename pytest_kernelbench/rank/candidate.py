@@ -31,6 +31,7 @@ from ..protocol import (
     Failed,
     Failure,
     Imported,
+    Isolation,
     Ready,
     Release,
     Sets,
@@ -40,6 +41,7 @@ from ..protocol import (
 from ..procs import mark
 from . import hostmem, memory, outputs
 from .channel import Channel, ChannelClosed, ControlPage
+from .identity import Identity, dumpable
 
 COMPILE_MARKERS = ("cpp_extension", "Error building extension", "CalledProcessError", "nvcc", "ninja",
                    "triton.compiler", "NativeLoadError")
@@ -312,9 +314,10 @@ def _load_file(path: str | None, name: str) -> Any:
 
 
 def main(sock_fd: int, ctrl: ControlPage, log_fd: int, read_only: list[str], read_write: list[str],
-         sys_path: list[str], env: dict[str, str], role: str = "candidate", cuda_device: int | None = None) -> None:
+         sys_path: list[str], env: dict[str, str], role: str = "candidate", cuda_device: int | None = None,
+         ident: Identity | None = None) -> None:
     """The forked child's life; leaves through os._exit. Runs before anything secret exists in
-    the parent, so its memory holds nothing worth reading."""
+    the parent, so its memory holds nothing worth reading. `ident`: the uid/gid it runs under."""
     import socket
     code = 0
     try:
@@ -336,10 +339,13 @@ def main(sock_fd: int, ctrl: ControlPage, log_fd: int, read_only: list[str], rea
         from .sandbox import harden, nondumpable
         hostmem.steady()                   # both solver processes' host allocator alike (rank/hostmem.py)
         mark(f"{role}: forked")
-        layers = harden(read_only, read_write)
+        layers = harden(read_only, read_write, ident)
         mark(f"{role}: hardened")
+        os.chdir(env.get("HOME", "/"))     # as its mount namespace shows it
         if role != "candidate":     # the reference process: out of a candidate's reach even without Landlock
             nondumpable()
+        elif Isolation.UID.value in layers:
+            dumpable(True)          # its own /proc/self again (the uid change made it root's)
         sys.path[:0] = [p for p in sys_path if p not in sys.path]
         chan = Channel(socket.socket(fileno=sock_fd))
         proc = CandidateProcess(chan, ctrl, layers, role)

@@ -25,6 +25,7 @@ from ..protocol import Batch, CandidateInit, Done, Exit, Failed, Failure, Import
 from . import outputs
 from .channel import Channel, ChannelClosed, ControlPage
 from .failures import ItemFailed
+from .identity import Identity
 from .memory import MemoryError_
 
 READY_TIMEOUT_S = 120.0
@@ -65,7 +66,8 @@ class Link:
     # ---- start ----------------------------------------------------------------------------------
     @classmethod
     def start(cls, log_path: str, read_only: list[str], read_write: list[str], sys_path: list[str],
-              env: dict[str, str], role: str = "candidate", cuda_device: int | None = None) -> Link:
+              env: dict[str, str], role: str = "candidate", cuda_device: int | None = None,
+              ident: Identity | None = None) -> Link:
         ctrl = ControlPage()
         ours, theirs = socket.socketpair()
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -79,7 +81,7 @@ class Link:
             if os.getppid() != parent:
                 os._exit(70)
             from .candidate import main
-            main(theirs.fileno(), ctrl, log_fd, read_only, read_write, sys_path, env, role, cuda_device)
+            main(theirs.fileno(), ctrl, log_fd, read_only, read_write, sys_path, env, role, cuda_device, ident)
             os._exit(70)
         theirs.close()
         os.close(log_fd)

@@ -1,21 +1,30 @@
 """What the OS enforces on a candidate process, applied before any candidate code is imported:
-no capabilities (ranks run as root on the GPU machines), no_new_privs, and Landlock where the kernel
-has it: read and execute only in the system and Python trees, read-write only in the candidate's
-scratch and build caches, nothing of the problem tree, the job's control files, other jobs, the
-run's reports or the user's home; and (ABI >= 6) no signals to processes outside the sandbox.
-Landlock also stops a sandboxed process from reading the memory of any process outside it.
+an identity of its own that owns nothing of the system (identity.py: a uid and gid per job, real
+outside, in a mount namespace of its own), no capabilities (ranks run as root on the GPU machines),
+no_new_privs, and Landlock where the kernel has it: read and execute only in the system and Python
+trees, read-write only in the candidate's scratch and build caches and the device nodes it needs
+(DEVICE_NODES: the GPU's, /dev/shm, null and its kind), /proc and /sys read-only but for its own
+/proc/<pid>; nothing of the problem tree, the job's control files, other jobs, the run's reports or
+the user's home; and (ABI >= 6) no signals to processes outside the sandbox. Landlock also stops
+a sandboxed process from reading the memory of any process outside it.
 
 Each layer that could not be applied is left out of the list `harden` returns, never silently:
 the report and the header say which protections were in force (protocol.Isolation).
+KB_SANDBOX_FULL_TREES=1 in the launcher's environment (trusted: read before candidate code runs)
+gives back all of /dev, /proc and /sys read-write, as before issue 44, where a GPU machine's driver
+needs a node the list lacks.
 """
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
 import sys
 from collections.abc import Iterable
 
 from ..protocol import Isolation
+from . import identity
+from .identity import Identity
 
 _libc = ctypes.CDLL(None, use_errno=True)
 SYS_CREATE, SYS_ADD_RULE, SYS_RESTRICT = 444, 445, 446      # the same on every architecture
@@ -77,13 +86,27 @@ def python_trees() -> list[str]:
     return sorted(t for t in trees if t and os.path.isdir(t))
 
 
-# what the GPU driver and NCCL need in full: device nodes (read-write, ioctl), /dev/shm, and the
-# kernel's /proc and /sys (the driver writes there; the kernel's own rules guard other processes)
+# before issue 44 (KB_SANDBOX_FULL_TREES=1): /dev, /proc and /sys read-write
 FULL_TREES = ("/dev", "/proc", "/sys")
+FULL_TREES_ENV = "KB_SANDBOX_FULL_TREES"
+# the device nodes a Python/CUDA/NCCL process opens read-write (ioctl included): the GPU's (those
+# present), NCCL's and torch's shared segments, a terminal for a compiler, the kernel's byte sources
+DEVICE_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx",
+                "/dev/pts", "/dev/shm", "/dev/nvidia*", "/dev/nvidia-caps", "/dev/nvidia-caps-imex-channels",
+                "/dev/dri")
+KERNEL_TREES = ("/proc", "/sys")          # read-only: the driver and NCCL read topology there
+
+
+def device_rules() -> tuple[list[str], list[str]]:
+    """(read-only trees, read-write nodes and folders) for the kernel's files and the devices."""
+    if os.environ.get(FULL_TREES_ENV) == "1":
+        return [], list(FULL_TREES)
+    nodes = sorted({p for pattern in DEVICE_NODES for p in glob.glob(pattern)})
+    return list(KERNEL_TREES), nodes + [f"/proc/{os.getpid()}"]     # its own /proc entries
 
 
 def landlock(read_only: Iterable[str], read_write: Iterable[str], devices: Iterable[str] = FULL_TREES,
-             ioctl: bool = True, scope_signals: bool = True) -> list[str]:
+             ioctl: bool = True, scope_signals: bool = True, kernel: Iterable[str] = ()) -> list[str]:
     """Restrict this process (and what it starts) to the listed trees. Returns the layers applied."""
     abi = landlock_abi()
     if abi < 1:
@@ -111,6 +134,8 @@ def landlock(read_only: Iterable[str], read_write: Iterable[str], devices: Itera
                 os.close(pfd)
         for p in read_only:
             allow(p, READ)
+        for p in kernel:
+            allow(p, READ_FILE | READ_DIR)
         for p in devices:
             allow(p, rights)         # GPU device nodes: read-write and ioctl; /dev/shm: NCCL's segments
         for p in read_write:
@@ -134,11 +159,20 @@ class _CapData(ctypes.Structure):
 def drop_capabilities() -> bool:
     """No capability left in any set (effective, permitted, inheritable, ambient, bounding), and
     no_new_privs: nothing the process runs can get one back. True when the effective set is empty."""
+    _drop_inheritable()
+    return _clear_capabilities()
+
+
+def _drop_inheritable() -> None:
+    """The ambient and bounding sets (needs CAP_SETPCAP, still effective here)."""
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     for cap in range(64):
         if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() == 22:   # EINVAL: no more caps
             break
+
+
+def _clear_capabilities() -> bool:
     _libc.capset(ctypes.byref(_CapHeader(0x20080522, 0)), (_CapData * 2)())
     return effective_capabilities() == 0
 
@@ -160,12 +194,29 @@ def nondumpable() -> None:
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
-def harden(read_only: Iterable[str], read_write: Iterable[str]) -> list[str]:
-    """The candidate process's sandbox, in the order the kernel needs: Landlock (needs
-    no_new_privs), then the capabilities. Returns the layers in force."""
+def harden(read_only: Iterable[str], read_write: Iterable[str], ident: Identity | None = None) -> list[str]:
+    """The candidate process's sandbox, in the order the kernel needs: the mount namespace (as
+    root), Landlock (needs no_new_privs), the ambient and bounding capabilities (need CAP_SETPCAP),
+    the identity (needs CAP_SETUID; leaving uid 0 clears the other sets), then what is left of the
+    capabilities. `ident` None (or not root, or KB_SANDBOX_KEEP_UID=1): the identity is kept.
+    Returns the layers in force."""
     layers = [Isolation.PROCESS.value]
-    layers += landlock([*SYSTEM_TREES, *python_trees(), *read_only], read_write)
-    if drop_capabilities():
+    trees = [*SYSTEM_TREES, *python_trees(), *read_only]
+    kernel, devices = device_rules()
+    ident = ident if ident is not None and identity.wanted() else None
+    covered = identity.mount_namespace([*trees, *read_write], ident) if ident is not None else None
+    if covered is not None:
+        layers.append(Isolation.MOUNTNS.value)
+        trees += covered
+    elif ident is not None and identity.unreachable([*trees, *read_write], ident):
+        ident = None            # no namespace, and the new uid could not reach its folders: uid 0 kept, said so
+    layers += landlock(trees, read_write, devices, kernel=kernel)
+    if kernel and any(x.startswith(Isolation.LANDLOCK.value) for x in layers):
+        layers.append(Isolation.DEVICES.value)
+    _drop_inheritable()
+    if ident is not None and identity.switch(ident):
+        layers.append(Isolation.UID.value)
+    if _clear_capabilities():
         layers.insert(1, Isolation.CAPS.value)
     return layers
 
@@ -175,8 +226,14 @@ def expected_layers() -> list[str]:
     anything: each job's record says what was in force for it)."""
     abi = landlock_abi()
     out = [Isolation.PROCESS.value, Isolation.CAPS.value]
+    if identity.wanted():
+        out.append(Isolation.MOUNTNS.value)
     if abi >= 1:
         out.append(f"{Isolation.LANDLOCK.value} v{abi}")
     if abi >= 6:
         out.append(Isolation.SIGNALS.value)
+    if abi >= 1 and os.environ.get(FULL_TREES_ENV) != "1":
+        out.append(Isolation.DEVICES.value)
+    if identity.wanted():
+        out.append(Isolation.UID.value)
     return out

@@ -3,9 +3,10 @@ that times the reference through the same batch protocol. Both are forked before
 anything secret and hardened alike, so a window costs both sides the same: a reference timed in the
 checker itself read 0.83-0.89 against itself at 256 MiB on an H100 (another CUDA context, another
 core, no outputs to describe). On GPU machines both share one core (one of them is always stopped)
-and the checker has another (cores.py). The reference process is non-dumpable and in a Landlock
-domain of its own; what a candidate can still change of it, its scheduling, is compared before
-every reference window (scheduling_changes)."""
+and the checker has another (cores.py). The reference process is non-dumpable, in a Landlock
+domain of its own and, where the checker is root, under a uid other than the candidate's
+(identity.py): the kernel refuses a candidate's renice of it. Its scheduling is still compared
+before every reference window (scheduling_changes), for machines where the uid is kept."""
 from __future__ import annotations
 
 import os
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import JobLayout, JobSpec
+from . import identity
 from .link import Link, threads_of
 
 
@@ -22,19 +24,29 @@ def start(layout: JobLayout, job: JobSpec, rank: int, local_rank: int) -> tuple[
     import torch.distributed  # noqa: F401
     env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
     gpu = local_rank if job.device == "cuda" else None
+    # one identity for the job's candidate processes, another for its reference processes (identity.py)
+    mine, theirs = identity.job_identities(layout.dir)
+    change = identity.wanted()
     scratch = _scratch(layout.scratch(rank))
+    if change:
+        identity.give([scratch, *job.builds], mine)
+    elif os.geteuid() == 0:       # uid 0 kept (KB_SANDBOX_KEEP_UID=1): a build folder an earlier job left is root's again
+        identity.give(job.builds, identity.ROOT)
     link = Link.start(str(layout.log(rank)), read_only=[str(layout.candidate)],
                       read_write=[str(scratch)] + list(job.builds), sys_path=list(job.sys_path),
-                      env={**env, **_home(scratch)}, cuda_device=gpu)
+                      env={**env, **_home(scratch), **identity.env(mine)}, cuda_device=gpu, ident=mine)
     if not job.timing.enabled:
         return link, None
     ref = job.reference_path          # its folder, where the file is and where a link to it points
     ref_dirs = sorted({os.path.dirname(os.path.abspath(ref)), os.path.dirname(os.path.realpath(ref))})
     scratch = _scratch(layout.reference_scratch(rank))
+    if change:
+        identity.give([scratch], theirs)
     reference = Link.start(str(layout.reference_log(rank)),
                            read_only=ref_dirs + [p for p in job.sys_path if os.path.isdir(p)],
-                           read_write=[str(scratch)], sys_path=list(job.sys_path), env={**env, **_home(scratch)},
-                           role="reference", cuda_device=gpu)
+                           read_write=[str(scratch)], sys_path=list(job.sys_path),
+                           env={**env, **_home(scratch), **identity.env(theirs)},
+                           role="reference", cuda_device=gpu, ident=theirs)
     link.own.add(reference.pid)        # the checker's child, not one the candidate started
     return link, reference
 

@@ -392,10 +392,18 @@ def test_9_a_multicast_switch_flipped_and_restored_inside_a_call_is_seen(judged)
 
 # ---- 10 ------------------------------------------------------------------------------------------------
 def test_10_the_reference_process_cannot_be_reniced_or_moved(judged):
-    """A class the split opened: the reference process runs as the candidate's user, so a candidate
-    may renice it, make it idle-class or pin it onto a busy CPU (Landlock does not cover
-    scheduling). The checker compares its scheduling before every reference window."""
-    caught(judged, "c10_slow_reference", "forbidden_call", "scheduling of the reference process")
+    """A class the split opened: the reference process ran as the candidate's user, so a candidate
+    could renice it, make it idle-class or pin it onto a busy CPU (Landlock does not cover
+    scheduling). Where the checker is root the two run under different uids (issue 44) and the
+    kernel refuses each change; elsewhere the checker compares its scheduling before every
+    reference window and fails the item."""
+    it = judged["items"]["collective/c10_slow_reference"]
+    if "uid" in (it.get("isolation") or []):
+        assert it["outcome"] == "passed", explain(it)
+        logs = rank_logs(it)
+        assert "KBPROBE refused" in logs and "KBPROBE changed" not in logs, logs[-2000:]
+    else:
+        caught(judged, "c10_slow_reference", "forbidden_call", "scheduling of the reference process")
 
 
 def test_nothing_is_left_running(judged):

@@ -193,8 +193,13 @@ def test_children_and_daemons_fail_the_item_and_are_killed(faults):
 
 def test_writing_the_problem_tree_is_refused_reported_and_undone(faults):
     it = item(faults, "writes_problem_tree")
-    assert it["failure"] == "forbidden_call", it["message"]
-    assert "KBPROBE refused: PermissionError" in rank_logs(it)
+    if "mountns" in (it.get("isolation") or []) and it["outcome"] == "passed":
+        # the tree lies under a folder closed to the candidate's uid (pytest's 0700 temporary
+        # folder): its mount namespace shows only its own folders there, so there is nothing to try
+        assert "KBPROBE refused: FileNotFoundError" in rank_logs(it)
+    else:
+        assert it["failure"] == "forbidden_call", it["message"]
+        assert "KBPROBE refused: PermissionError" in rank_logs(it)
     assert tree_digest(faults["problems"]) == faults["before"]
 
 
