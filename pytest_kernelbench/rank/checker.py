@@ -257,10 +257,18 @@ class Checker:
                      f"candidate could): {'; '.join(changed)[:400]}", "candidate")
 
     def unsafe_check(self, phase: str) -> None:
-        found = self.watch.finding() if self.watch is not None else None
+        """Before every verdict: what the environment watcher saw, and that it still watches (only
+        the candidate can end it: a watcher gone unseen let every later flip pass)."""
+        if self.watch is None:
+            return
+        found = self.watch.finding()
         if found:
             self.die(Failure.UNSAFE, f"{phase}: tried to enable NVLink multicast (never allowed on this machine): its "
                      f"environment changed while it ran: {found}", "candidate")
+        gone = self.watch.gone()
+        if gone:
+            self.die(Failure.UNSAFE, f"{phase}: the watcher of its multicast switches no longer watches ({gone}); "
+                     "only the candidate process can end it", "candidate")
 
     # ---- inputs --------------------------------------------------------------------------------------
     def seed(self, size: str, what: str, rank: int | str | None = None) -> int:
