@@ -71,7 +71,6 @@ def test_fields_of_the_wrong_type_are_refused_at_decode():
     (Done(outputs=[], segments=[[0, 1 << 63, "ab"]]), None),
     (Done(outputs=[], segments=[[8, 1 << 63, "ab"]]), "out of bounds"),
     (Done(outputs=[], stamps=["now"]), "stamps"),
-    (Done(outputs=[3]), "neither"),
     (Done(outputs=[], inputs=[[1]]), "input set"),
 ])
 def test_each_field_of_a_done_is_checked(done, why):

@@ -45,11 +45,9 @@ def checked(done: Done) -> None:
     checked by protocol.decode); Broken says which is not."""
     if len(done.outputs) > MAX_ITEMS * 16 or len(done.layouts) > MAX_ITEMS:
         raise Broken("too many outputs described")
-    for e in done.outputs:
+    for e in done.outputs:      # the rest of each entry's form: outputs.expand, when it is read
         if type(e) is dict:
             tree_ok(e)
-        elif type(e) is not list:
-            raise Broken("an output neither a tree nor a [layout, pointer] pair")
     for tree in done.inputs:
         if type(tree) is not dict:
             raise Broken("an input set that is not a tree")
