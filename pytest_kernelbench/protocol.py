@@ -406,6 +406,7 @@ class Isolation(enum.StrEnum):
     LANDLOCK = "landlock"            # read-only system/Python trees, writes only to its scratch and caches
     SIGNALS = "signal-scope"         # Landlock: it cannot signal processes outside its sandbox
     NONDUMPABLE = "nondumpable"      # checker and zygote: no /proc/<pid>/mem for it
+    SEALED_ENV = "sealed-env"        # its multicast switches read-only and sealed (rank/sealenv.py), seen from outside
 
 
 @dataclass

@@ -23,7 +23,7 @@ import time
 from typing import Any, NoReturn
 
 from ..procs import mark
-from ..protocol import CandidateInit, Failure, JobLayout, JobSpec, Outcome
+from ..protocol import CandidateInit, Failure, Isolation, JobLayout, JobSpec, Outcome
 from . import exchange, sandbox, solvers, stores
 from .cuda import context_on_thread, pci_address
 from .envwatch import EnvWatch
@@ -230,6 +230,10 @@ class Checker:
             except ItemFailed as f:
                 raise ItemFailed(Failure.HARNESS_ERROR, f"the reference process: {f.message}", "reference", tb=f.tb) from None
         self.unsafe_check("importing the candidate")
+        if self.watch is not None:      # its multicast switches sealed, as seen from outside (rank/sealenv.py)
+            from .sealenv import sealed_strings
+            if sealed_strings(self.link.pid):
+                self.isolation = [*self.isolation, Isolation.SEALED_ENV.value]
         # ranks may compile for different times: meet on the store (no collective: its short
         # process-group timeout would fire while a peer still compiles)
         self.files.heartbeat("import candidate (waiting for peers)")
