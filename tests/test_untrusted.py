@@ -98,6 +98,12 @@ def test_a_tree_deeper_than_the_bound_is_refused_without_recursion():
         untrusted.tree_ok(very)
 
 
+def test_numbers_past_a_float_are_clamped():
+    done = untrusted.done_of(encode(Done(outputs=[], stamps=[10**400, 1.0], probe_s=10**400)))
+    assert done.stamps == [float("inf"), 1.0] and done.probe_s == float("inf")
+    assert untrusted.seconds(10**400) == float("inf")
+
+
 def test_long_texts_are_cut():
     done = untrusted.done_of(encode(Done(outputs=[], unsafe="u" * 10**6, failed={"category": "unsafe", "message": "m" * 10**6})))
     assert len(done.unsafe) == len(done.failed["message"]) == untrusted.MAX_TEXT
@@ -188,3 +194,20 @@ def test_a_cuda_allocation_is_read_within_the_size_the_driver_mapped(monkeypatch
         reader.add([[1 << 31, 4096, "02" * 64]])
     with pytest.raises(memory.MemoryError_, match="cannot be opened"):
         reader.add([[1 << 32, 4096, "not hex"]])
+
+
+def test_a_link_reads_what_a_cpu_candidate_described_within_bounds(reader):
+    from pytest_kernelbench.rank.link import Link, Window
+    link = Link(os.getpid(), None, None)
+    link.reader = reader
+    t = torch.arange(3, dtype=torch.float32)
+    done = untrusted.done_of(encode(Done(outputs=[outputs.describe(t)], segments=[[4096, 4096, "ab"]],
+                                         inputs=[outputs.describe([t])])))
+    window = Window(0.0, done, 1)
+    assert torch.equal(link.read(window, [0])[0], t)        # CUDA segments on a CPU job: ignored
+    assert torch.equal(link.read_inputs(window, 0)[0], t)
+    with pytest.raises(memory.MemoryError_, match="input sets"):
+        link.read_inputs(window, 1)
+    window.done.outputs[0] = {"t": "T", "s": [1], "st": [1], "d": "float32", "dev": "cpu", "p": 2**64 - 8}
+    link.read_done(window, [0])
+    assert window.unreadable and "out of any process's memory" in window.unreadable

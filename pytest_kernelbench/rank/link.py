@@ -112,7 +112,7 @@ class Link:
 
     def imported(self, timeout: float) -> float:
         msg, _ = self.expect(Imported, timeout, "while importing the candidate")
-        return float(msg.import_s)
+        return untrusted.seconds(msg.import_s)
 
     def exit_text(self) -> str:
         """How the candidate process ended (it closed the channel: its exit status follows soon)."""
@@ -216,6 +216,8 @@ class Link:
     def read_inputs(self, window: Window, index: int) -> Any:
         """An in-place call's input set as the candidate left it (Batch.inputs), the checker's copy."""
         self.read(window, [])
+        if not 0 <= index < len(window.done.inputs):
+            raise MemoryError_(f"the candidate process described {len(window.done.inputs)} input sets, not call {index}'s")
         return untrusted.read(window.done.inputs[index], self.reader)
 
     def read_done(self, window: Window, indices: list[int]) -> None:
@@ -235,7 +237,7 @@ class Link:
 
     def read(self, window: Window, indices: list[int]) -> dict[int, Any]:
         """The outputs of the given calls, read by the checker now (its own copies)."""
-        if window.done.segments:
+        if window.done.segments and hasattr(self.reader, "add"):     # CUDA allocations: a CPU job has none
             self.reader.add(window.done.segments)
         if window.done.lent and hasattr(self.reader, "lend"):
             self.reader.lend(window.done.lent, self.arenas)

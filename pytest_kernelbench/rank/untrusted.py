@@ -67,6 +67,9 @@ def checked(done: Done) -> None:
             raise Broken("a memory range out of bounds")
     if len(done.stamps) > 16 or not all(type(s) in (int, float) for s in done.stamps):
         raise Broken("stamps that are not times")
+    done.stamps = [seconds(s) for s in done.stamps]
+    if done.probe_s is not None:
+        done.probe_s = seconds(done.probe_s)
     if done.failed is not None:
         done.failed = failure_dict(done.failed)
 
@@ -76,6 +79,14 @@ def failure_dict(failed: dict) -> dict:
     category, and text of bounded length."""
     return {"category": reported_category(failed.get("category")), "message": text(failed.get("message")),
             "traceback": text(failed.get("traceback"))}
+
+
+def seconds(v: int | float) -> float:
+    """A number it sent, as a float the checker can compute with (an int past 1e308 would raise)."""
+    try:
+        return float(v)
+    except OverflowError:
+        return float("inf")
 
 
 def text(v: object) -> str:
