@@ -97,3 +97,30 @@ def test_a_watcher_killed_or_stopped_is_gone(guarded, monkeypatch):
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         watch.stop()
+
+
+def test_the_checker_reads_the_switches_itself_at_a_verdict(guarded):
+    """A swap left in place at "done" is seen whatever the sampling: EnvWatch.now() reads them from
+    the checker (a watcher sampling once an hour here)."""
+    libc = ctypes.CDLL(None)
+    libc.getenv.restype = ctypes.c_void_p
+
+    def flip():
+        ctypes.memmove(libc.getenv(b"NCCL_NVLS_ENABLE"), b"1", 1)
+    pid = _child(lambda: None)
+    watch = EnvWatch([pid], 3600.0)
+    try:
+        assert watch.now(pid) is None
+        bad = _child(lambda: setattr(_environ(), "value", (1 << 63) + 4096))
+        flipped = _child(flip)
+        time.sleep(0.5)
+        assert "could not be read" in (watch.now(bad) or "")
+        assert "NCCL_NVLS_ENABLE='1'" in (watch.now(flipped) or "")
+        for p in (bad, flipped):
+            os.kill(p, signal.SIGKILL)
+            os.waitpid(p, 0)
+        assert watch.now(bad) is None           # gone: judged elsewhere
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        watch.stop()

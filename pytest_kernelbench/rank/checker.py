@@ -273,6 +273,11 @@ class Checker:
         if gone:
             self.die(Failure.UNSAFE, f"{phase}: the watcher of its multicast switches no longer watches ({gone}); "
                      "only the candidate process can end it", "candidate")
+        if self.link is not None and self.link.pid > 0:      # and read now by the checker itself: a swap left in place at "done"
+            now = self.watch.now(self.link.pid)
+            if now:
+                self.die(Failure.UNSAFE, f"{phase}: tried to enable NVLink multicast (never allowed on this machine): "
+                         f"its environment at the end of the call: {now}", "candidate")
 
     # ---- inputs --------------------------------------------------------------------------------------
     def seed(self, size: str, what: str, rank: int | str | None = None) -> int:

@@ -43,7 +43,10 @@ class _Env:
         self.array, self.reads = 0, 0
 
     def _ptr(self, addr: int) -> int:
-        return int.from_bytes(os.pread(self.fd, 8, addr), "little")
+        data = os.pread(self.fd, 8, addr)
+        if len(data) != 8:           # an address it does not map, or a process that has ended
+            raise OSError(f"{len(data)} bytes at {addr:#x}")
+        return int.from_bytes(data, "little")
 
     def _string(self, p: int) -> tuple[bytes, bytes]:
         name, _, value = os.pread(self.fd, 128, p).split(b"\0", 1)[0].partition(b"=")
@@ -84,7 +87,8 @@ class _Env:
             out[name] = value
         return out
 
-    def state(self, pid: int) -> str:
+    @staticmethod
+    def state(pid: int) -> str:
         """Its scheduler state ("T": stopped, "Z": a zombie), "" once it is gone."""
         try:
             with open(f"/proc/{pid}/stat") as f:
@@ -118,6 +122,8 @@ class EnvWatch:
         self.fd = r
         self.found: str | None = None
         self.exited: str | None = None
+        self.want = want
+        self.mine: dict[int, _Env] = {}           # the checker's own readers (now())
 
     def finding(self) -> str | None:
         """The first change seen so far, or None."""
@@ -154,6 +160,21 @@ class EnvWatch:
                 return f"its loop has not turned for {stale:.1f} s"
             time.sleep(0.01)
 
+    def now(self, pid: int) -> str | None:
+        """The guarded variables of a process as getenv would return them, read by the checker
+        itself at a verdict (its process stopped or between calls): a swap left in place at "done"
+        is seen whatever the watcher's sampling; what differs, or why it cannot be read."""
+        env = self.mine.get(pid)
+        try:
+            if env is None:
+                env = self.mine[pid] = _Env(pid, tuple(self.want))
+            return _changes(self.want, env.read()) or None
+        except Exception as e:  # noqa: BLE001 - anything it points environ at is judged, not obeyed
+            if _Env.state(pid) in ("", "Z", "X"):
+                return None                       # gone: its end is judged elsewhere
+            where = f"; environ at {env.array:#x}" if env is not None else ""
+            return f"its environment could not be read ({type(e).__name__}{where})"
+
     def stop(self) -> None:
         try:
             os.kill(self.watcher, signal.SIGKILL)
@@ -162,6 +183,13 @@ class EnvWatch:
             pass
         os.close(self.fd)
         self.beat.close()
+        for env in self.mine.values():
+            os.close(env.fd)
+
+
+def _changes(want: dict[bytes, bytes], now: dict[bytes, bytes]) -> str:
+    return "; ".join(f"{k.decode()}={now.get(k, b'').decode(errors='replace')!r} (was {v.decode()!r})"
+                     for k, v in want.items() if now.get(k) != v)
 
 
 def _watch(pids: list[int], want: dict[bytes, bytes], w: int, interval_s: float, beat: mmap.mmap) -> None:
@@ -186,13 +214,9 @@ def _watch(pids: list[int], want: dict[bytes, bytes], w: int, interval_s: float,
                     continue
                 now = None
                 why = f"its environment could not be read ({type(e).__name__}; environ at {env.array:#x})"
-            if now is None:
-                changed = [why]
-            else:
-                changed = [f"{k.decode()}={now.get(k, b'').decode(errors='replace')!r} (was {v.decode()!r})"
-                           for k, v in want.items() if now.get(k) != v]
+            changed = why if now is None else _changes(want, now)
             if changed:
-                os.write(w, "; ".join(changed)[:1000].encode())
+                os.write(w, changed[:1000].encode())
                 envs.clear()
                 break
         time.sleep(interval_s)
