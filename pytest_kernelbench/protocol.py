@@ -546,4 +546,7 @@ def decode(data: bytes) -> object:
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise SpecError(f"not a message: {type(e).__name__}") from None
     _typed(cls, obj)
-    return _from_dict(cls, obj)
+    try:
+        return _from_dict(cls, obj)
+    except TypeError as e:       # a field missing
+        raise SpecError(f"not a {cls.__name__}: {e}") from None

@@ -55,6 +55,8 @@ def test_fields_of_the_wrong_type_are_refused_at_decode():
         decode(b'{"kind": "Failed", "category": ["harness_error"], "message": "m"}')
     with pytest.raises(SpecError, match="failed"):
         decode(b'{"kind": "Done", "outputs": [], "failed": "harness_error"}')
+    with pytest.raises(SpecError, match="missing"):
+        decode(b'{"kind": "Imported"}')
     assert decode(encode(Imported(1))) == Imported(1)           # an int where a float is declared
     assert decode(encode(Failed("x", "y"))) == Failed("x", "y")
 
