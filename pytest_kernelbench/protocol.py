@@ -96,6 +96,18 @@ CANDIDATE_FAILURES = tuple(f for f in Failure if f not in NOT_THE_CANDIDATES)
 SHOWS_LOG_TAIL = frozenset({Failure.CRASH, Failure.RUNTIME_ERROR, Failure.COMPILE_ERROR, Failure.TIMEOUT})
 
 
+# what a candidate process may name as its own failure (Failed, Done.failed): its account is read,
+# never trusted, so anything else it names (harness_error, an unknown word) is its runtime_error
+SELF_REPORTED = frozenset({Failure.COMPILE_ERROR, Failure.RUNTIME_ERROR, Failure.FORBIDDEN_CALL, Failure.UNSAFE})
+
+
+def reported_category(category: object) -> Failure:
+    """The category a candidate process's own account of its failure gives: only its own."""
+    if isinstance(category, str) and category in SELF_REPORTED:
+        return Failure(category)
+    return Failure.RUNTIME_ERROR
+
+
 def outcome_of(category: str) -> Outcome:
     """The outcome a failure category gives: failed when it is the candidate's doing, else error."""
     return Outcome.FAILED if category in CANDIDATE_FAILURES else Outcome.ERROR
@@ -399,6 +411,7 @@ class Isolation(enum.StrEnum):
     MOUNTNS = "mountns"              # a mount namespace of its own: only the folders it needs, under closed ones
     DEVICES = "devices"              # Landlock: only the device nodes it needs; /proc and /sys read-only
     UID = "uid"                      # a uid/gid of its own per job (not 0, not the reference's): owns nothing of the system
+    SEALED_ENV = "sealed-env"        # its multicast switches read-only and sealed (rank/sealenv.py), seen from outside
 
 
 @dataclass
@@ -511,11 +524,34 @@ def _plain(obj: object) -> object:
     raise TypeError(f"{type(obj).__name__} is not plain data")
 
 
+# a message field's declared type, checked at decode (a candidate's message is never trusted: a
+# string where a number is declared must not raise later, inside the checker)
+_PLAIN = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list,), "dict": (dict,)}
+
+
+def _typed(cls: type, obj: object) -> None:
+    for f in fields(cls):
+        if f.name not in obj:        # type: ignore[operator]
+            continue
+        declared = str(f.type).split(" | ")
+        v = obj[f.name]              # type: ignore[index]
+        if v is None and "None" in declared:
+            continue
+        kinds = [k for d in declared if d != "None" for k in _PLAIN.get(d, (object,))]
+        if not any(type(v) is k or (k is object) for k in kinds):
+            raise SpecError(f"{cls.__name__}.{f.name}: a {type(v).__name__}, declared {f.type}")
+
+
 def decode(data: bytes) -> object:
-    """A message from bytes; SpecError for anything that is not one (never trusted input)."""
+    """A message from bytes; SpecError for anything that is not one (never trusted input: nesting
+    too deep for the parser, a field of the wrong type, an unknown kind or field)."""
     try:
         obj = json.loads(data)
         cls = MESSAGES[obj.pop("kind")]
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise SpecError(f"not a message: {type(e).__name__}") from None
-    return _from_dict(cls, obj)
+    _typed(cls, obj)
+    try:
+        return _from_dict(cls, obj)
+    except TypeError as e:       # a field missing
+        raise SpecError(f"not a {cls.__name__}: {e}") from None

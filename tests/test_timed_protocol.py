@@ -280,7 +280,7 @@ def test_a_batch_asked_to_stop_stops_the_process_once_done_has_come_before_readi
     import threading
 
     from pytest_kernelbench.protocol import encode
-    from pytest_kernelbench.rank import link as link_module
+    from pytest_kernelbench.rank import untrusted
     from pytest_kernelbench.rank.channel import Channel, ControlPage
 
     events: list = []
@@ -297,8 +297,8 @@ def test_a_batch_asked_to_stop_stops_the_process_once_done_has_come_before_readi
         events.append("done")
         chan.poke()
 
-    real_decode = link_module.decode
-    monkeypatch.setattr(link_module, "decode", lambda data: (events.append("decode"), real_decode(data))[1])
+    real_decode = untrusted.decode      # Link.batch reads Done through rank/untrusted.py
+    monkeypatch.setattr(untrusted, "decode", lambda data: (events.append("decode"), real_decode(data))[1])
     for stop in (True, False):
         events.clear()
         ours, theirs = socket.socketpair()

@@ -23,7 +23,7 @@ import time
 from typing import Any, NoReturn
 
 from ..procs import mark
-from ..protocol import CandidateInit, Failure, JobLayout, JobSpec, Outcome
+from ..protocol import CandidateInit, Failure, Isolation, JobLayout, JobSpec, Outcome
 from . import exchange, sandbox, solvers, stores
 from .cuda import context_on_thread, pci_address
 from .envwatch import EnvWatch
@@ -230,6 +230,10 @@ class Checker:
             except ItemFailed as f:
                 raise ItemFailed(Failure.HARNESS_ERROR, f"the reference process: {f.message}", "reference", tb=f.tb) from None
         self.unsafe_check("importing the candidate")
+        if self.watch is not None:      # its multicast switches sealed, as seen from outside (rank/sealenv.py)
+            from .sealenv import sealed_strings
+            if sealed_strings(self.link.pid):
+                self.isolation = [*self.isolation, Isolation.SEALED_ENV.value]
         # ranks may compile for different times: meet on the store (no collective: its short
         # process-group timeout would fire while a peer still compiles)
         self.files.heartbeat("import candidate (waiting for peers)")
@@ -257,10 +261,23 @@ class Checker:
                      f"candidate could): {'; '.join(changed)[:400]}", "candidate")
 
     def unsafe_check(self, phase: str) -> None:
-        found = self.watch.finding() if self.watch is not None else None
+        """Before every verdict: what the environment watcher saw, and that it still watches (only
+        the candidate can end it: a watcher gone unseen let every later flip pass)."""
+        if self.watch is None:
+            return
+        found = self.watch.finding()
         if found:
             self.die(Failure.UNSAFE, f"{phase}: tried to enable NVLink multicast (never allowed on this machine): its "
                      f"environment changed while it ran: {found}", "candidate")
+        gone = self.watch.gone()
+        if gone:
+            self.die(Failure.UNSAFE, f"{phase}: the watcher of its multicast switches no longer watches ({gone}); "
+                     "only the candidate process can end it", "candidate")
+        if self.link is not None and self.link.pid > 0:      # and read now by the checker itself: a swap left in place at "done"
+            now = self.watch.now(self.link.pid)
+            if now:
+                self.die(Failure.UNSAFE, f"{phase}: tried to enable NVLink multicast (never allowed on this machine): "
+                         f"its environment at the end of the call: {now}", "candidate")
 
     # ---- inputs --------------------------------------------------------------------------------------
     def seed(self, size: str, what: str, rank: int | str | None = None) -> int:

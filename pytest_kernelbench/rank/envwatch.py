@@ -12,6 +12,7 @@ through Python or ctypes are refused inside the candidate's own process (rank/mu
 from __future__ import annotations
 
 import ctypes
+import mmap
 import os
 import signal
 import time
@@ -19,6 +20,7 @@ import time
 from ..protocol import MULTICAST_OFF
 
 MAX_ENTRIES = 4096
+STALE_S = 10.0      # a watcher whose loop is late is waited for this long, then it no longer watches
 
 
 def _environ_address() -> int:
@@ -41,7 +43,10 @@ class _Env:
         self.array, self.reads = 0, 0
 
     def _ptr(self, addr: int) -> int:
-        return int.from_bytes(os.pread(self.fd, 8, addr), "little")
+        data = os.pread(self.fd, 8, addr)
+        if len(data) != 8:           # an address it does not map, or a process that has ended
+            raise OSError(f"{len(data)} bytes at {addr:#x}")
+        return int.from_bytes(data, "little")
 
     def _string(self, p: int) -> tuple[bytes, bytes]:
         name, _, value = os.pread(self.fd, 128, p).split(b"\0", 1)[0].partition(b"=")
@@ -64,31 +69,32 @@ class _Env:
                 self.slots[name] = (k // 8, p)
         return out
 
-    def read(self) -> dict[bytes, bytes] | None:
-        try:
-            array = self._ptr(self.where)
-            self.reads += 1
-            if array != self.array or self.reads % self.RESCAN == 0 or not self.slots:
-                self.array = array
+    def read(self) -> dict[bytes, bytes]:
+        """What getenv sees now; raises for anything unreadable (whatever the candidate pointed
+        `environ` at: an unmapped address, one past 2^63), which the caller judges."""
+        array = self._ptr(self.where)
+        self.reads += 1
+        if array != self.array or self.reads % self.RESCAN == 0 or not self.slots:
+            self.array = array
+            return self._scan()
+        out = {}
+        for name, (slot, p) in self.slots.items():
+            if self._ptr(array + 8 * slot) != p:
                 return self._scan()
-            out = {}
-            for name, (slot, p) in self.slots.items():
-                if self._ptr(array + 8 * slot) != p:
-                    return self._scan()
-                got, value = self._string(p)
-                if got != name:
-                    return self._scan()
-                out[name] = value
-            return out
-        except OSError:
-            return None
+            got, value = self._string(p)
+            if got != name:
+                return self._scan()
+            out[name] = value
+        return out
 
-    def stopped(self, pid: int) -> bool:
+    @staticmethod
+    def state(pid: int) -> str:
+        """Its scheduler state ("T": stopped, "Z": a zombie), "" once it is gone."""
         try:
             with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
-        except OSError:
-            return False
+                return f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return ""
 
 
 class EnvWatch:
@@ -98,6 +104,8 @@ class EnvWatch:
     def __init__(self, pids: list[int], interval_s: float):
         want = {k.encode(): v.encode() for k, v in MULTICAST_OFF.items() if os.environ.get(k) == v}
         r, w = os.pipe()
+        self.beat = mmap.mmap(-1, 8)              # shared: the watcher's last loop, monotonic ns
+        self.interval_s = interval_s
         self.watcher = os.fork()
         if self.watcher == 0:                     # the watcher: no secret exists in the checker yet
             os.close(r)
@@ -105,28 +113,17 @@ class EnvWatch:
             try:
                 from ..procs import die_with_parent
                 die_with_parent()
-                envs = {pid: _Env(pid, tuple(want)) for pid in pids}
-                while envs:
-                    for pid, env in list(envs.items()):
-                        if env.stopped(pid):      # stopped while the other side's window runs
-                            continue
-                        now = env.read()
-                        if now is None:           # the process is gone
-                            del envs[pid]
-                            continue
-                        changed = [f"{k.decode()}={now.get(k, b'').decode(errors='replace')!r} (was {v.decode()!r})"
-                                   for k, v in want.items() if now.get(k) != v]
-                        if changed:
-                            os.write(w, "; ".join(changed)[:1000].encode())
-                            envs.clear()
-                    time.sleep(interval_s)
-            except BaseException:  # noqa: BLE001 - the watcher never takes the checker down
+                _watch(pids, want, w, interval_s, self.beat)
+            except BaseException:  # noqa: BLE001 - the watcher never takes the checker down (gone() says so)
                 code = 1
             os._exit(code)
         os.close(w)
         os.set_blocking(r, False)
         self.fd = r
         self.found: str | None = None
+        self.exited: str | None = None
+        self.want = want
+        self.mine: dict[int, _Env] = {}           # the checker's own readers (now())
 
     def finding(self) -> str | None:
         """The first change seen so far, or None."""
@@ -139,6 +136,45 @@ class EnvWatch:
                 self.found = data.decode(errors="replace")
         return self.found
 
+    def gone(self) -> str | None:
+        """Why the watcher no longer watches (it exited, or its loop has not turned for STALE_S),
+        or None while it does. Only the candidate can end it (e.g. an `environ` it cannot read
+        used to kill it): the checker asks before every verdict."""
+        if self.exited is None:
+            try:
+                pid, status = os.waitpid(self.watcher, os.WNOHANG)
+            except ChildProcessError:
+                pid, status = self.watcher, 0
+            if pid:
+                self.exited = f"it exited ({os.waitstatus_to_exitcode(status)})" if status else "it exited"
+        if self.exited is not None:
+            return self.exited
+        # a loop late by more than a few turns is waited for (a loaded machine delays it), up to STALE_S
+        deadline = time.monotonic() + STALE_S
+        while True:
+            last = int.from_bytes(self.beat[:8], "little")
+            stale = (time.monotonic_ns() - last) / 1e9 if last else 0.0
+            if stale <= max(1.0, 20 * self.interval_s):
+                return None
+            if time.monotonic() > deadline:
+                return f"its loop has not turned for {stale:.1f} s"
+            time.sleep(0.01)
+
+    def now(self, pid: int) -> str | None:
+        """The guarded variables of a process as getenv would return them, read by the checker
+        itself at a verdict (its process stopped or between calls): a swap left in place at "done"
+        is seen whatever the watcher's sampling; what differs, or why it cannot be read."""
+        env = self.mine.get(pid)
+        try:
+            if env is None:
+                env = self.mine[pid] = _Env(pid, tuple(self.want))
+            return _changes(self.want, env.read()) or None
+        except Exception as e:  # noqa: BLE001 - anything it points environ at is judged, not obeyed
+            if _Env.state(pid) in ("", "Z", "X"):
+                return None                       # gone: its end is judged elsewhere
+            where = f"; environ at {env.array:#x}" if env is not None else ""
+            return f"its environment could not be read ({type(e).__name__}{where})"
+
     def stop(self) -> None:
         try:
             os.kill(self.watcher, signal.SIGKILL)
@@ -146,3 +182,42 @@ class EnvWatch:
         except (ProcessLookupError, ChildProcessError):
             pass
         os.close(self.fd)
+        self.beat.close()
+        for env in self.mine.values():
+            os.close(env.fd)
+
+
+def _changes(want: dict[bytes, bytes], now: dict[bytes, bytes]) -> str:
+    return "; ".join(f"{k.decode()}={now.get(k, b'').decode(errors='replace')!r} (was {v.decode()!r})"
+                     for k, v in want.items() if now.get(k) != v)
+
+
+def _watch(pids: list[int], want: dict[bytes, bytes], w: int, interval_s: float, beat: mmap.mmap) -> None:
+    """The watcher's loop: every process's guarded variables as getenv would see them, until the
+    first change, or every process is gone. What it cannot read in a process that still runs (its
+    `environ` pointed anywhere) is a finding, never the watcher's end."""
+    envs = {pid: _Env(pid, tuple(want)) for pid in pids}
+    while envs:
+        beat[:8] = time.monotonic_ns().to_bytes(8, "little")
+        for pid, env in list(envs.items()):
+            state = env.state(pid)
+            if state in ("T", "t"):              # stopped while the other side's window runs
+                continue
+            if state in ("", "Z", "X"):          # gone
+                del envs[pid]
+                continue
+            try:
+                now = env.read()
+            except Exception as e:  # noqa: BLE001 - anything it points environ at is judged, not obeyed
+                if env.state(pid) in ("", "Z", "X"):     # it ended while being read
+                    del envs[pid]
+                    continue
+                now = None
+                why = f"its environment could not be read ({type(e).__name__}; environ at {env.array:#x})"
+            changed = why if now is None else _changes(want, now)
+            if changed:
+                os.write(w, changed[:1000].encode())
+                envs.clear()
+                break
+        time.sleep(interval_s)
+    beat[:8] = (0).to_bytes(8, "little")     # nothing left to watch: not stale

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..procs import alive, die_with_parent
-from ..protocol import Batch, CandidateInit, Done, Exit, Failed, Failure, Imported, Ready, Release, SpecError, StorePort, decode
-from . import outputs
+from ..protocol import Batch, CandidateInit, Done, Exit, Failed, Failure, Imported, Ready, Release, StorePort
+from . import outputs, untrusted
 from .channel import Channel, ChannelClosed, ControlPage
 from .failures import ItemFailed
 from .identity import Identity
@@ -96,8 +96,9 @@ class Link:
         except TimeoutError:
             raise ItemFailed(Failure.TIMEOUT, f"the candidate process did not answer {what} within {timeout:.0f} s",
                              "candidate") from None
-        if isinstance(msg, Failed):
-            raise ItemFailed(msg.category, msg.message, "candidate", tb=msg.traceback)
+        if isinstance(msg, Failed):     # its own account: only ever a candidate category (untrusted.py)
+            f = untrusted.failure_dict({"category": msg.category, "message": msg.message, "traceback": msg.traceback})
+            raise ItemFailed(f["category"], f["message"], "candidate", tb=f["traceback"])
         if not isinstance(msg, kind):
             raise ItemFailed(Failure.RUNTIME_ERROR, f"the candidate process broke the protocol {what}: sent "
                              f"{type(msg).__name__}", "candidate")
@@ -118,7 +119,7 @@ class Link:
 
     def imported(self, timeout: float) -> float:
         msg, _ = self.expect(Imported, timeout, "while importing the candidate")
-        return float(msg.import_s)
+        return untrusted.seconds(msg.import_s)
 
     def exit_text(self) -> str:
         """How the candidate process ended (it closed the channel: its exit status follows soon)."""
@@ -204,12 +205,7 @@ class Link:
         if self.ctrl.done != seq:
             raise ItemFailed(Failure.RUNTIME_ERROR, f"the candidate process broke the protocol (done mark {self.ctrl.done}, "
                              f"batch {seq})", "candidate")
-        try:
-            done = decode(self.ctrl.payload())
-        except SpecError:
-            done = None
-        if not isinstance(done, Done):
-            raise ItemFailed(Failure.RUNTIME_ERROR, "the candidate process broke the protocol (no Done)", "candidate")
+        done = untrusted.done_of(self.ctrl.payload())     # checked, bounded; else the candidate's runtime_error
         spans: list[list[tuple[int, int]]] = []
         try:
             if read is True:
@@ -238,7 +234,9 @@ class Link:
     def read_inputs(self, window: Window, index: int) -> Any:
         """An in-place call's input set as the candidate left it (Batch.inputs), the checker's copy."""
         self.read(window, [])
-        return outputs.read(window.done.inputs[index], self.reader)
+        if not 0 <= index < len(window.done.inputs):
+            raise MemoryError_(f"the candidate process described {len(window.done.inputs)} input sets, not call {index}'s")
+        return untrusted.read(window.done.inputs[index], self.reader)
 
     def read_done(self, window: Window, indices: list[int]) -> None:
         """The outputs of the given calls read the moment the batch is done, before the checker does
@@ -257,13 +255,13 @@ class Link:
 
     def read(self, window: Window, indices: list[int]) -> dict[int, Any]:
         """The outputs of the given calls, read by the checker now (its own copies)."""
-        if window.done.segments:
+        if window.done.segments and hasattr(self.reader, "add"):     # CUDA allocations: a CPU job has none
             self.reader.add(window.done.segments)
         if window.done.lent and hasattr(self.reader, "lend"):
             self.reader.lend(window.done.lent, self.arenas)
         out = {}
         for i in indices:
-            out[i] = outputs.read(window.done.outputs[i], self.reader)
+            out[i] = untrusted.read(window.done.outputs[i], self.reader)
         return out
 
     def release(self) -> None:

@@ -25,6 +25,10 @@ from .cuda import Driver, bytes_tensor
 
 ALIGN = 256
 VALUE_TYPES = (int, float, bool, str, type(None))
+# bounds on what a solver process describes (rank/untrusted.py reads the rest of what it says)
+ADDRESS_END = 1 << 63        # no process's memory lies at or past this (and pread's offset is signed)
+MAX_DIMS = 64                # torch's own limit on a tensor's dimensions
+MAX_READ_BYTES = 1 << 36     # one tensor the checker reads (and copies): 64 GiB
 
 
 class MemoryError_(objects.LendError):
@@ -49,6 +53,29 @@ def span(shape: list[int], stride: list[int], itemsize: int) -> int:
     if any(st < 0 for st in stride):
         raise MemoryError_("negative strides")
     return itemsize * (1 + sum((n - 1) * st for n, st in zip(shape, stride)))
+
+
+def pointer_ok(p: object, n: object) -> None:
+    """`n` bytes at `p` could be a process's memory and are few enough to read; MemoryError_ if not."""
+    if type(p) is not int or type(n) is not int or p < 0 or n < 0 or p + n > ADDRESS_END:
+        raise MemoryError_(f"{n!r} bytes at {p!r} are out of any process's memory")
+    if n > MAX_READ_BYTES:
+        raise MemoryError_(f"an output of {n} bytes (the checker reads at most {MAX_READ_BYTES})")
+
+
+def shape_ok(shape: list, stride: list, itemsize: int) -> None:
+    """A tensor the checker may rebuild: few dimensions, and as many elements as it may copy."""
+    if len(shape) > MAX_DIMS or len(shape) != len(stride):
+        raise MemoryError_("a tensor of too many dimensions")
+    if any(type(v) is not int or v < 0 for v in (*shape, *stride)):
+        raise MemoryError_("a tensor's shape or strides are not counts")
+    numel = 1
+    for s in shape:
+        numel *= s
+        if numel * itemsize > MAX_READ_BYTES:
+            raise MemoryError_(f"a tensor of more than {MAX_READ_BYTES} bytes")
+    if any(st >= ADDRESS_END for st in stride):
+        raise MemoryError_("strides out of bounds")
 
 
 def contiguous_stride(shape: list[int]) -> list[int]:
@@ -201,7 +228,11 @@ class ProcReader:
     def read(self, p: int, n: int, device: str | None) -> torch.Tensor:
         if device not in (None, "cpu"):
             raise MemoryError_(f"an output on {device}, expected the CPU")
-        data = os.pread(self.fd, n, p) if n else b""
+        pointer_ok(p, n)
+        try:
+            data = os.pread(self.fd, n, p) if n else b""
+        except (OSError, OverflowError, ValueError, MemoryError):
+            data = b""
         if len(data) != n:
             raise MemoryError_(f"{n} bytes at {p:#x} are not the candidate's memory")
         return torch.frombuffer(bytearray(data), dtype=torch.uint8) if n else torch.empty(0, dtype=torch.uint8)
@@ -239,6 +270,7 @@ class IpcReader:
                      for b, n, i in lent if int(i) in arenas]
 
     def add(self, segments: list) -> None:
+        from .cuda import CudaError
         for base, size, handle in segments:
             base, size = int(base), int(size)
             old = self.segments.get(base)
@@ -247,13 +279,22 @@ class IpcReader:
             if old:                              # freed and allocated again at the same address
                 self.driver.ipc_close(old[1])
                 self.bases.remove(base)
-            mapped = self.driver.ipc_open(bytes.fromhex(handle))
-            self.segments[base] = (size, mapped, handle)
+                del self.segments[base]
+            try:
+                mapped = self.driver.ipc_open(bytes.fromhex(handle))
+            except (CudaError, ValueError) as e:
+                raise MemoryError_(f"an allocation the candidate announced cannot be opened ({e})") from None
+            try:    # the size the driver mapped, not the one claimed: a read past it faults the checker's context
+                real = self.driver.allocation(mapped)[1]
+            except CudaError:
+                real = size
+            self.segments[base] = (min(size, real), mapped, handle)
             bisect.insort(self.bases, base)
 
     def read(self, p: int, n: int, device: str | None, copy: bool = True) -> torch.Tensor:
         if device != "cuda":
             raise MemoryError_(f"an output on {device}, expected the GPU")
+        pointer_ok(p, n)
         for base, nbytes, ours in self.lent:
             if base <= p and p + n <= base + nbytes:
                 return bytes_tensor(ours + (p - base), n, self.device)

@@ -72,6 +72,9 @@ class MulticastGuard:
             self._getenv = None
         self.start_libc = {n: self._libc(n) for n in self.names}
         self.finder = _Finder(self)
+        # called before the process changes another variable of its environment (rank/sealenv.py:
+        # libc writes the sealed environ array in place otherwise)
+        self.before_env_change: Callable[[], None] | None = None
 
     def _libc(self, name: str):
         if self._getenv is None:
@@ -96,6 +99,8 @@ class MulticastGuard:
             key = _text(args[0]) if args else None
             if key in self.names:
                 self._refuse(f"{'set' if event == 'os.putenv' else 'unset'} {key}")
+            if self.before_env_change is not None:
+                self.before_env_change()
         elif event in ("ctypes.dlsym", "ctypes.dlsym/handle"):
             if len(args) > 1 and refused_symbol(args[1]):
                 self._refuse(f"looked up {_text(args[1])!r} through ctypes")

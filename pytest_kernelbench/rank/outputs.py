@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from .memory import VALUE_TYPES, MemoryError_, dtype_name, dtype_of, span
+from .memory import ADDRESS_END, MAX_DIMS, VALUE_TYPES, MemoryError_, dtype_name, dtype_of, pointer_ok, shape_ok, span
 
 
 def describe(obj: Any, on_cuda: Callable[[int], None] | None = None) -> dict:
@@ -79,6 +79,7 @@ def expand(entries: Any, layouts: Any) -> tuple[list[dict], list[list[tuple[int,
     for leaf in layouts:
         if (type(leaf) is not dict or leaf.get("t") != "T" or set(leaf) != {"t", "s", "st", "d", "dev"}
                 or type(leaf["s"]) is not list or type(leaf["st"]) is not list or len(leaf["s"]) != len(leaf["st"])
+                or len(leaf["s"]) > MAX_DIMS
                 or not all(type(v) is int and v >= 0 for v in leaf["s"] + leaf["st"]) or type(leaf["dev"]) is not str):
             raise ValueError("not a tensor's layout")
         sized.append((leaf, _nbytes_of(leaf)))
@@ -86,7 +87,8 @@ def expand(entries: Any, layouts: Any) -> tuple[list[dict], list[list[tuple[int,
     spans: list[list[tuple[int, int]]] = []
     for e in entries:
         if type(e) is list:
-            if len(e) != 2 or type(e[0]) is not int or type(e[1]) is not int or not 0 <= e[0] < len(sized):
+            if (len(e) != 2 or type(e[0]) is not int or type(e[1]) is not int or not 0 <= e[0] < len(sized)
+                    or not 0 <= e[1] < ADDRESS_END):
                 raise ValueError("not a [layout, pointer] pair")
             leaf, n = sized[e[0]]
             tree = dict(leaf)
@@ -111,8 +113,8 @@ def _nbytes_of(leaf: dict) -> int:
 def _checked(fn: Callable, tree: Any) -> Any:
     try:
         return fn(tree)
-    except (KeyError, TypeError, AttributeError, IndexError, ValueError, OverflowError, MemoryError_) as e:
-        raise ValueError(f"{type(e).__name__}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - a description that breaks the reading is malformed, whatever it raises
+        raise ValueError(f"{type(e).__name__}: {str(e)[:200]}") from None
 
 
 def output_spans(tree: dict) -> list[tuple[int, int]]:
@@ -121,7 +123,8 @@ def output_spans(tree: dict) -> list[tuple[int, int]]:
     for leaf in _out_leaves(tree):
         n = span(leaf["s"], leaf["st"], dtype_of(leaf["d"]).itemsize)
         if n:
-            p = int(leaf["p"])
+            p = leaf["p"]
+            pointer_ok(p, n)
             out.append((p, p + n))
     return out
 
@@ -147,7 +150,8 @@ def read(tree: dict, reader: Any) -> Any:
     t = tree.get("t")
     if t == "T":
         dt = dtype_of(tree["d"])
-        shape, stride = [int(n) for n in tree["s"]], [int(s) for s in tree["st"]]
+        shape, stride = tree["s"], tree["st"]
+        shape_ok(shape, stride, dt.itemsize)
         n = span(shape, stride, dt.itemsize)
         raw = reader.read(int(tree["p"]), n, tree.get("dev"))
         if n == 0:
@@ -159,6 +163,8 @@ def read(tree: dict, reader: Any) -> Any:
     if t == "S":
         return torch.sparse_coo_tensor(read(tree["i"], reader), read(tree["v"], reader), tree["size"])
     if t == "V":
+        if not isinstance(tree["v"], VALUE_TYPES):
+            raise MemoryError_("a value that is not a number, a string or None")
         return tree["v"]
     if t in ("L", "U"):
         items = [read(v, reader) for v in tree["x"]]

@@ -15,7 +15,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from ..protocol import SETUP_MARK, Failure, Sets
+from ..protocol import SETUP_MARK, Failure, Sets, reported_category
 from . import checks, compare, memory
 from .failures import AgreedFailure
 from .globalstate import RULE
@@ -119,7 +119,8 @@ class SizeRun:
             c.die(Failure.UNSAFE, f"{phase}: {done.unsafe}", "candidate")
         if done.failed:
             f = done.failed
-            category = Failure.FORBIDDEN_CALL if done.forbidden else f.get("category", Failure.RUNTIME_ERROR)
+            # its own account names only a candidate category (protocol.reported_category)
+            category = Failure.FORBIDDEN_CALL if done.forbidden else reported_category(f.get("category"))
             extra = f" (and it called forbidden APIs: {_calls(done.forbidden)})" if done.forbidden else ""
             raise _failed(category, f"{phase}: {f.get('message')}{extra}", f.get("traceback", ""))
         if done.threads:
@@ -168,7 +169,11 @@ class SizeRun:
                 wait -= 0.5 * (time.perf_counter() - since)
             if wait > 0:
                 time.sleep(wait)
-        again = self.link.read(window, indices)
+        try:
+            again = self.link.read(window, indices)
+        except memory.MemoryError_ as e:     # its memory unmapped or its description changed since "done"
+            self.c.die(Failure.RUNTIME_ERROR, f"{phase}: its outputs could not be read again after solution() "
+                       f"returned ({e}); outputs must stay as they were returned", "candidate")
         for i in indices:
             late = compare.differs(again[i], outs[i])
             if late:
