@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_kernelbench.harnesslib import exact_values, grid_round_
+from pytest_kernelbench.harnesslib import GRID_SCALES, exact_values, grid_drawn, grid_round_
 
 
 def scaled(x: torch.Tensor, step: float, lim: float) -> torch.Tensor:
@@ -44,3 +44,41 @@ def test_exact_values_draws_what_it_drew_before(dtype):
     want = scaled(torch.randn((1 << 16,), generator=gen, dtype=dtype).add_(0.25), 0.125, 4.0)
     assert torch.equal(got, want)
     assert got.float().std() > 0.8         # still roughly N(shift, 1), not a constant
+
+
+def test_grid_drawn_scales_the_grid_and_keeps_sums_exact():
+    """Issue 44, class 7: each scale a checker's set may draw keeps any order of summing 8 ranks'
+    values exact in bfloat16, and every scale is drawn (the set's seed picks it)."""
+    drawn = set()
+    for seed in range(64):
+        with grid_drawn(seed << 16) as scale:
+            drawn.add(scale)
+            ranks = torch.stack([exact_values((4096,), torch.Generator().manual_seed(r), "cpu", torch.bfloat16)
+                                 for r in range(8)])
+        assert torch.equal(torch.remainder(ranks.float(), 0.125 * scale), torch.zeros_like(ranks.float()))
+        assert ranks.abs().max() <= 4 * scale
+        exact = ranks.double().sum(0)
+        ring = ranks[0]
+        for r in range(1, 8):       # bf16 rounding at every step, in two orders
+            ring = ring + ranks[r]
+        back = ranks[7]
+        for r in range(6, -1, -1):
+            back = back + ranks[r]
+        assert torch.equal(ring.double(), exact) and torch.equal(back.double(), exact)
+    assert drawn == set(GRID_SCALES)
+    with grid_drawn(0):
+        pass
+    x = exact_values((4096,), torch.Generator().manual_seed(0), "cpu", torch.bfloat16)
+    assert torch.equal(torch.remainder(x.float(), 0.125), torch.zeros_like(x.float()))   # outside a draw: as before
+
+
+def test_a_one_byte_code_fixed_in_advance_fails_on_some_scale():
+    """The cheat the scales are for: int8 codes of the 1/8 grid decode every set of scale 1 exactly,
+    and the sets of a finer grid wrongly."""
+    wrong = {}
+    for seed in range(len(GRID_SCALES)):
+        with grid_drawn(seed << 16) as scale:
+            x = exact_values((4096,), torch.Generator().manual_seed(seed), "cpu", torch.bfloat16)
+        decoded = ((x.float() * 8).round().clamp(-128, 127).to(torch.int8).float() / 8).to(torch.bfloat16)
+        wrong[scale] = not torch.equal(decoded, x)
+    assert wrong[0.25] and wrong[0.5] and not wrong[1.0]
