@@ -11,10 +11,11 @@ import torch
 # significant bits (the implicit one included) of the half-width float types
 _SIGNIFICANT_BITS = {torch.bfloat16: 8, torch.float16: 11}
 # the powers of two a set's grid is scaled by (issue 44, class 7): with one grid for every set a
-# candidate could send one-byte codes of the values (exact here, wrong on the task); any code fixed
-# in advance now decodes at least half of the sets wrongly (a finer grid than it knows, or a wider
-# range). Scaling by a power of two keeps every sum exact, and the spread within 2x of N(0, 1).
-GRID_SCALES = (0.25, 0.5, 1.0, 2.0)
+# candidate could send one-byte codes of the values (exact here, wrong on the task). A code fixed in
+# advance (the values times 2^k, in a byte) fits at most three neighbouring scales (a finer step
+# rounds, a wider range overflows), so it decodes half of the sets or more wrongly. A power of two
+# keeps every sum exact; none below 1/4, where the bfloat16 tolerance would let an fp8 downcast pass.
+GRID_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 _grid = {"scale": 1.0}      # the set being drawn (grid_drawn); 1 outside a checker's draw
 
 
@@ -34,7 +35,7 @@ def grid_drawn(seed: int) -> Iterator[float]:
 def exact_values(shape: Sequence[int], gen: torch.Generator, device: torch.device | str, dtype: torch.dtype, step: float = 0.125, lim: float = 4.0,
                  shift: float = 0.0) -> torch.Tensor:
     """Roughly N(shift, 1) values rounded to multiples of `step` and clamped to [-lim, lim], all
-    scaled by the set's power of two (grid_drawn: 1/4 to 2 in a checker's sets, 1 elsewhere).
+    scaled by the set's power of two (grid_drawn: 1/4 to 8 in a checker's sets, 1 elsewhere).
 
     With the defaults every partial sum of up to 8 such values is a multiple of the step below 256
     steps in magnitude (unscaled: of 1/8 below 32), hence exact in bfloat16: any reduction order
