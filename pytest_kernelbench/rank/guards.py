@@ -111,9 +111,12 @@ class ForbidGuard:
                 if callable(getattr(funcol, name, None)):
                     setattr(funcol, name, self._wrap(f"torch.distributed._functional_collectives.{name} (collectives)",
                                                      getattr(funcol, name)))
-        if self.families & {"collectives", "p2p"}:
-            self.audit = SequenceAudit()
-            self._watch_constructors()
+        # below the wrappers, only where collectives are forbidden: where they are allowed, a step
+        # no wrapper explains may be an allowed collective from C++ (DDP's), not a forbidden call
+        if "collectives" in self.families:
+            self.audit = SequenceAudit.start()
+            if self.audit is not None:
+                self._watch_constructors()
         self._wrap_process_groups()
         self._wrap_op_namespaces()
 

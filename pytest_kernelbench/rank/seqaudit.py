@@ -35,6 +35,14 @@ TAMPER_LABEL = "a process group's sequence number went backwards (the counter th
 class SequenceAudit:
     """Steps explained by the calls seen since the last batch, against the steps the groups took."""
 
+    @classmethod
+    def start(cls) -> SequenceAudit | None:
+        """The audit, or None where this torch keeps no readable number (the wrappers still count)."""
+        try:
+            return cls()
+        except (ImportError, KeyError, AttributeError):
+            return None
+
     def __init__(self) -> None:
         from torch._C._distributed_c10d import Backend, ProcessGroup
         self.ProcessGroup = ProcessGroup
