@@ -187,9 +187,9 @@ class ForbidGuard:
                 _kb_raw(self_, *args, **kwargs)
                 audit.constructed(self_)
 
-            init._kb_wrapped = True
+            init._kb_wrapped = True  # type: ignore[attr-defined]
             try:
-                cls.__init__ = init
+                setattr(cls, "__init__", init)  # noqa: B010 - mypy refuses assigning __init__ on a class
             except (TypeError, AttributeError):
                 pass
 
