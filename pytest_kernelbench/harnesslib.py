@@ -10,21 +10,23 @@ import torch
 
 # significant bits (the implicit one included) of the half-width float types
 _SIGNIFICANT_BITS = {torch.bfloat16: 8, torch.float16: 11}
-# the powers of two a set's grid is scaled by (issue 44, class 7): with one grid for every set a
+# the powers of two a set's grid is scaled by (issue 44, class 7): with one grid for every job a
 # candidate could send one-byte codes of the values (exact here, wrong on the task). A code fixed in
 # advance (the values times 2^k, in a byte) fits at most three neighbouring scales (a finer step
-# rounds, a wider range overflows), so it decodes half of the sets or more wrongly. A power of two
-# keeps every sum exact; none below 1/4, where the bfloat16 tolerance would let an fp8 downcast pass.
+# rounds, a wider range overflows), and a size's two first trials take scales three apart (turns 0
+# and 1), so it decodes one of them wrongly. A power of two keeps every sum exact; none below 1/4,
+# where the bfloat16 tolerance would let an fp8 downcast pass.
 GRID_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 _grid = {"scale": 1.0}      # the set being drawn (grid_drawn); 1 outside a checker's draw
 
 
 @contextmanager
-def grid_drawn(seed: int) -> Iterator[float]:
+def grid_drawn(seed: int, turn: int = 0) -> Iterator[float]:
     """Around one set's harness.inputs() call (the checker's): exact_values' grid scaled by a power
-    of two picked by `seed`, which must be equal on every rank (the sums stay exact), new every set
-    and secret (drawn from the job's key), so neither a set nor a size's timed sets show a fixed grid."""
-    scale = GRID_SCALES[(seed >> 16) % len(GRID_SCALES)]
+    of two picked by `seed` (secret, drawn from the job's key, and equal on every rank and for every
+    set a rank's values may meet, so the sums stay exact: one per size), moved half the scales on
+    for each `turn` (a trial's number: its sets meet no other)."""
+    scale = GRID_SCALES[((seed >> 16) + turn * (len(GRID_SCALES) // 2)) % len(GRID_SCALES)]
     before, _grid["scale"] = _grid["scale"], scale
     try:
         yield scale

@@ -70,6 +70,7 @@ class ForbidGuard:
         self.calls: dict[str, int] = {}
         self.originals: dict[str, object] = {}
         self.audit: SequenceAudit | None = None
+        self._p2p_explained = False
 
     def record(self, what: str):
         self.calls[what] = self.calls.get(what, 0) + 1
@@ -117,8 +118,20 @@ class ForbidGuard:
             self.audit = SequenceAudit.start()
             if self.audit is not None:
                 self._watch_constructors()
-        self._wrap_process_groups()
-        self._wrap_op_namespaces()
+        self._wrap_process_groups(self._counted_methods())
+        self._wrap_op_namespaces(ledger=False)
+        if self.audit is not None and self.audit.counts_p2p():
+            self.explain_p2p()
+
+    def explain_p2p(self) -> None:
+        """Allowed point-to-point calls explain their steps to the audit, wrapped once a backend
+        that counts them (gloo) exists: on NCCL they move no step, and then an allowed call pays
+        no wrapper (a timed call beside the reference's, which has none)."""
+        if self._p2p_explained:
+            return
+        self._p2p_explained = True
+        self._wrap_process_groups({m: ("p2p", None) for m in PG_P2P})
+        self._wrap_op_namespaces(ledger=True)
 
     def _wrap(self, label: str, original: Callable[..., Any]) -> Callable[..., Any]:
         guard = self
@@ -132,22 +145,25 @@ class ForbidGuard:
         wrapper.__doc__ = getattr(original, "__doc__", None)
         return wrapper
 
-    def _wrap_process_groups(self):
-        """ProcessGroup and Backend methods, on the classes (pybind types accept new attributes).
-        With the sequence audit on, the allowed methods that move a group's number are wrapped too,
-        to count the steps they explain."""
-        try:
-            from torch._C._distributed_c10d import Backend, ProcessGroup
-        except ImportError:
-            return
-        methods: dict[str, tuple[str, str | None]] = {}      # name -> (seqaudit kind, forbidden family)
+    def _counted_methods(self) -> dict[str, tuple[str, str | None]]:
+        """name -> (seqaudit kind, forbidden family or None): the forbidden methods, and with the
+        audit on the allowed one that moves NCCL's number (a coalesced block's start)."""
+        methods: dict[str, tuple[str, str | None]] = {}
         if self.audit is not None:
-            methods.update({m: ("p2p", None) for m in PG_P2P})
             methods.update({m: ("coalesce", None) for m in COALESCE_METHODS})
         if "collectives" in self.families:
             methods.update({m: ("collective", "collectives") for m in PG_COLLECTIVES})
         if "p2p" in self.families:
             methods.update({m: ("p2p", "p2p") for m in PG_P2P})
+        return methods
+
+    def _wrap_process_groups(self, methods: dict[str, tuple[str, str | None]]) -> None:
+        """ProcessGroup and Backend methods, on the classes (pybind types accept new attributes);
+        each tells the audit, if on, the steps it explains."""
+        try:
+            from torch._C._distributed_c10d import Backend, ProcessGroup
+        except ImportError:
+            return
         guard = self
         for cls in group_classes(ProcessGroup, Backend):
             for name, (kind, family) in methods.items():
@@ -176,7 +192,7 @@ class ForbidGuard:
         """Groups and backends built later (new_group, or a ProcessGroupGloo made by hand outside
         the registry) are watched by the audit from their construction."""
         from torch._C._distributed_c10d import Backend, ProcessGroup
-        audit = self.audit
+        audit, guard = self.audit, self
         assert audit is not None
         for cls in group_classes(ProcessGroup, Backend):
             raw = cls.__dict__.get("__init__")
@@ -186,6 +202,8 @@ class ForbidGuard:
             def init(self_: Any, *args: Any, _kb_raw: Any = raw, **kwargs: Any) -> None:
                 _kb_raw(self_, *args, **kwargs)
                 audit.constructed(self_)
+                if audit.counts_p2p([self_]):
+                    guard.explain_p2p()
 
             init._kb_wrapped = True  # type: ignore[attr-defined]
             try:
@@ -193,9 +211,10 @@ class ForbidGuard:
             except (TypeError, AttributeError):
                 pass
 
-    def _wrap_op_namespaces(self) -> None:
+    def _wrap_op_namespaces(self, ledger: bool) -> None:
         """torch.ops.<ns>.<op> for the forbidden families: each operator packet is replaced by a
-        counting proxy (its overloads too), so a direct dispatcher call counts like the function."""
+        counting proxy (its overloads too), so a direct dispatcher call counts like the function.
+        ledger: the allowed point-to-point operators instead, which only explain steps to the audit."""
         for ns_name in OP_NAMESPACES:
             ns = getattr(torch.ops, ns_name, None)
             if ns is None:
@@ -203,16 +222,15 @@ class ForbidGuard:
             for op_name in _op_names(ns_name):
                 family = family_of_op(ns_name, op_name)
                 forbidden = family is not None and family in self.families
-                # an allowed point-to-point operator called directly still explains its steps to the audit
-                ledger = self.audit is not None and family == "p2p" and ns_name == "c10d"
-                if not forbidden and not ledger:
+                if (ledger and (forbidden or family != "p2p")) or (not ledger and not forbidden):
                     continue
                 try:
                     packet = getattr(ns, op_name)
                 except (AttributeError, RuntimeError):
                     continue
                 label = f"torch.ops.{ns_name}.{op_name} ({family})" if forbidden else None
-                setattr(ns, op_name, _CountingPacket(packet, label, self, "p2p" if ledger else None))
+                kind = "p2p" if family == "p2p" else "collective"
+                setattr(ns, op_name, _CountingPacket(packet, label, self, kind))
 
 
 def group_classes(*roots: type) -> list[type]:

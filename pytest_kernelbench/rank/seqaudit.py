@@ -81,6 +81,15 @@ class SequenceAudit:
     def constructed(self, obj: Any) -> None:
         self.made.append(obj)
 
+    def counts_p2p(self, groups: list[Any] | None = None) -> bool:
+        """Whether a backend among these (every group watched) moves its number on point-to-point
+        calls. A ProcessGroup made by hand counts by its backends, constructed (and seen) apart."""
+        if groups is None:
+            groups = self.groups()
+        elif all(isinstance(g, self.ProcessGroup) for g in groups):
+            return False
+        return any(STEPS.get(self.backend_name(g), UNKNOWN_STEPS)["p2p"] for g in groups)
+
     # ---- the numbers --------------------------------------------------------------------------------
     def groups(self) -> list[Any]:
         import torch

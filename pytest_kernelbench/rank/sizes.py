@@ -212,7 +212,7 @@ class SizeRun:
         for trial in range(int(job.trials)):
             phase = f"size {size}, trial {trial}"
             c.files.heartbeat(f"{phase}, inputs")
-            inputs = c.make_inputs(size, f"trial{trial}")
+            inputs = c.make_inputs(size, f"trial{trial}", turn=trial)
             if lent is None:
                 lent = self.lend([inputs])
             else:

@@ -1,7 +1,8 @@
 """Red team on CPU (issue 44, class 7). Inputs built on harnesslib.exact_values were every value a
 multiple of 1/8 in [-4, 4]: a candidate could send one-byte codes of them (half the bytes of
-bfloat16), exact on the benchmark and wrong on the task. The grid is now drawn per set from the
-job's key, so a code fixed in advance decodes some sets wrongly: mismatch."""
+bfloat16), exact on the benchmark and wrong on the task. The grid's scale is now drawn from the
+job's key, and a size's two trials take scales three apart, so a code fixed in advance decodes one
+of them wrongly, whatever the draw: mismatch."""
 from __future__ import annotations
 
 import pytest
