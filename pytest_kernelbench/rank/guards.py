@@ -182,7 +182,7 @@ class ForbidGuard:
                     return out
 
                 method.__name__ = name
-                method._kb_wrapped = True
+                method._kb_wrapped = True  # type: ignore[attr-defined]
                 try:
                     setattr(cls, name, method)
                 except (TypeError, AttributeError):
