@@ -3,37 +3,68 @@ lives here once instead of being pasted into problem folders."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 
 # significant bits (the implicit one included) of the half-width float types
 _SIGNIFICANT_BITS = {torch.bfloat16: 8, torch.float16: 11}
+# the powers of two a set's grid is scaled by (issue 44, class 7): with one grid for every job a
+# candidate could send one-byte codes of the values (exact here, wrong on the task). A code fixed in
+# advance (the values times 2^k, in a byte) fits at most three neighbouring scales (a finer step
+# rounds, a wider range overflows), and a size's two first trials take scales three apart (turns 0
+# and 1), so it decodes one of them wrongly. A power of two keeps every sum exact; none below 1/4,
+# where the bfloat16 tolerance would let an fp8 downcast pass.
+GRID_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+_grid = {"scale": 1.0}      # the set being drawn (grid_drawn); 1 outside a checker's draw
+
+
+@contextmanager
+def grid_drawn(seed: int, turn: int = 0) -> Iterator[float]:
+    """Around one set's harness.inputs() call (the checker's): exact_values' grid scaled by a power
+    of two picked by `seed` (secret, drawn from the job's key, and equal on every rank and for every
+    set a rank's values may meet, so the sums stay exact: one per size), moved half the scales on
+    for each `turn` (a trial's number: its sets meet no other)."""
+    scale = GRID_SCALES[((seed >> 16) + turn * (len(GRID_SCALES) // 2)) % len(GRID_SCALES)]
+    before, _grid["scale"] = _grid["scale"], scale
+    try:
+        yield scale
+    finally:
+        _grid["scale"] = before
 
 
 def exact_values(shape: Sequence[int], gen: torch.Generator, device: torch.device | str, dtype: torch.dtype, step: float = 0.125, lim: float = 4.0,
                  shift: float = 0.0) -> torch.Tensor:
-    """Roughly N(shift, 1) values rounded to multiples of `step` and clamped to [-lim, lim].
+    """Roughly N(shift, 1) values rounded to multiples of `step` and clamped to [-lim, lim], all
+    scaled by the set's power of two (grid_drawn: 1/4 to 8 in a checker's sets, 1 elsewhere).
 
-    With the defaults every partial sum of up to 8 such values is a multiple of 1/8 below 32 in
-    magnitude, hence exact in bfloat16: any reduction order (ring, tree, one-shot, fp32
-    accumulation) gives identical bits, so a correct candidate never fails by rounding while a
-    missing or doubled contribution, or an fp8 downcast, still does.
+    With the defaults every partial sum of up to 8 such values is a multiple of the step below 256
+    steps in magnitude (unscaled: of 1/8 below 32), hence exact in bfloat16: any reduction order
+    (ring, tree, one-shot, fp32 accumulation) gives identical bits, so a correct candidate never
+    fails by rounding while a missing or doubled contribution, or an fp8 downcast, still does.
     """
+    scale = _grid["scale"]
+    step, lim, shift = step * scale, lim * scale, shift * scale
     k = lim / step
     bits = _SIGNIFICANT_BITS.get(dtype, 0)
-    if bits and k == int(k) and k <= 256 and math.frexp(step)[0] == 0.5:
-        # the grid (a power-of-two step, at most 256 steps a side) is exact in dtype: draw and round
-        # there, in a third of the memory traffic of float32 (the checker makes fresh inputs every
-        # timed round, up to 64 sets)
-        x = torch.randn(shape, generator=gen, device=device, dtype=dtype)
-        if shift:
-            x = x.add_(shift)
+    exact_here = bits and k == int(k) and k <= 256 and math.frexp(step)[0] == 0.5
+    # the grid (a power-of-two step, at most 256 steps a side) is exact in dtype: draw and round
+    # there, in a third of the memory traffic of float32 (the checker makes fresh inputs every
+    # timed round, up to 64 sets)
+    x = _normal(shape, gen, device, dtype if exact_here else torch.float32, shift, scale)
+    if exact_here:
         return grid_round_(x, step, lim)
-    x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
-    if shift:
-        x = x.add_(shift)      # N(shift, 1) before rounding
     return x.div_(step).round_().clamp_(-k, k).mul_(step).to(dtype)
+
+
+def _normal(shape: Sequence[int], gen: torch.Generator, device: torch.device | str, dtype: torch.dtype, mean: float,
+            std: float) -> torch.Tensor:
+    """N(mean, std) in one pass (unscaled: randn, the draw the values always came from)."""
+    if std != 1.0:
+        return torch.normal(mean, std, tuple(shape), generator=gen, device=device, dtype=dtype)
+    x = torch.randn(shape, generator=gen, device=device, dtype=dtype)
+    return x.add_(mean) if mean else x
 
 
 def grid_round_(x: torch.Tensor, step: float, lim: float) -> torch.Tensor:

@@ -228,9 +228,7 @@ class CandidateProcess:
         done.lent = [[m.ptr, m.nbytes, m.id] for m in self.arenas.values() if getattr(m, "ptr", 0)]
         done.threads = running or self._threads()
         done.unsafe = self.unsafe()
-        if not msg.first:
-            done.forbidden = dict(self.forbid.calls)
-        self.forbid.calls.clear()
+        done.forbidden = self.forbid.collect(counted=not msg.first)
         done.state = self.state.check()
         if self.shield.attempts:
             done.forbidden["refused access to hidden files: " + ", ".join(sorted(set(self.shield.attempts)))[:300]] = 1

@@ -284,15 +284,18 @@ class Checker:
         key = f"{self.nonce}|{self.job.problem}|{size}|{what}|{self.rank if rank is None else rank}"
         return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") & ((1 << 63) - 1)
 
-    def make_inputs(self, size: str, what: str) -> Any:
+    def make_inputs(self, size: str, what: str, turn: int = 0) -> Any:
+        """`turn`: a trial's number (harnesslib.grid_drawn), 0 for the sets that may meet others on
+        other ranks (the timed slots' copies, the anti-caching passes)."""
         gen = self._gen
         if gen is None:     # one generator, reseeded per set (a timed round makes up to 64 sets)
             gen = self._gen = self.torch.Generator(device=self.device)
         gen.manual_seed(self.seed(size, what))
         extra = {"shared_seed": self.seed(size, what, rank="all")} if self.shared_seed else {}
         try:
-            return self.harness.inputs(self.job.sizes[size], self.rank, self.world, gen, self.device, self.dtype,
-                                       **extra)
+            with _grid_drawn(self.seed(size, "grid", rank="all"), turn):
+                return self.harness.inputs(self.job.sizes[size], self.rank, self.world, gen, self.device, self.dtype,
+                                           **extra)
         except Exception as e:  # a harness bug, not the candidate's
             self.die(Failure.HARNESS_ERROR, f"harness.inputs() failed for size {size}: {type(e).__name__}: {e}", "harness", e)
 
@@ -427,3 +430,11 @@ def main(argv: list[str] | None = None) -> NoReturn:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)  # skip interpreter/NCCL teardown
+
+
+def _grid_drawn(seed: int, turn: int) -> Any:
+    """The set's exact_values grid drawn from the job's key (issue 44, class 7), where the harness uses
+    harnesslib: found among the loaded modules, since the rank side imports nothing of the package's
+    harness helpers (tests/test_house.py)."""
+    lib = sys.modules.get("pytest_kernelbench.harnesslib")
+    return lib.grid_drawn(seed, turn) if lib is not None else contextlib.nullcontext()

@@ -5,7 +5,10 @@ all cheap and on in every call alike (so no call can be told from another by the
 counters; (2) so are the ProcessGroup and Backend methods (dist.group.WORLD.allreduce,
 pg._get_backend(dev).allreduce: the latter never reaches the dispatcher); (3) the c10d,
 functional-collective and symm_mem operator packets under torch.ops are wrapped as well, so
-`torch.ops._c10d_functional.all_reduce(...)` counts however it is spelled in Python.
+`torch.ops._c10d_functional.all_reduce(...)` counts however it is spelled in Python;
+(4) below them all, the process groups' own sequence numbers (seqaudit.py): an operation that
+reached a backend from C++ (dist._broadcast_coalesced, DDP's Reducer, torch._C._jit_get_operation)
+moves them further than the calls the wrappers saw explain.
 The first call of each size is setup (rendezvous) and is not counted.
 """
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from .seqaudit import COALESCE_METHODS, SequenceAudit
 
 COLLECTIVE_FUNCS = (
     "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor", "all_gather_object",
@@ -64,9 +69,23 @@ class ForbidGuard:
         self.active = False
         self.calls: dict[str, int] = {}
         self.originals: dict[str, object] = {}
+        self.audit: SequenceAudit | None = None
+        self._p2p_explained = False
 
     def record(self, what: str):
         self.calls[what] = self.calls.get(what, 0) + 1
+
+    def collect(self, counted: bool) -> dict[str, int]:
+        """A batch's forbidden calls (none for a setup batch, whose count starts the next batch's
+        sequence-number audit afresh), then cleared."""
+        found = dict(self.calls) if counted else {}
+        self.calls.clear()
+        if self.audit is not None:
+            if counted:
+                found.update(self.audit.findings())
+            else:
+                self.audit.rebase()
+        return found
 
     def install(self):
         import torch.distributed.distributed_c10d as c10d
@@ -93,8 +112,26 @@ class ForbidGuard:
                 if callable(getattr(funcol, name, None)):
                     setattr(funcol, name, self._wrap(f"torch.distributed._functional_collectives.{name} (collectives)",
                                                      getattr(funcol, name)))
-        self._wrap_process_groups()
-        self._wrap_op_namespaces()
+        # below the wrappers, only where collectives are forbidden: where they are allowed, a step
+        # no wrapper explains may be an allowed collective from C++ (DDP's), not a forbidden call
+        if "collectives" in self.families:
+            self.audit = SequenceAudit.start()
+            if self.audit is not None:
+                self._watch_constructors()
+        self._wrap_process_groups(self._counted_methods())
+        self._wrap_op_namespaces(ledger=False)
+        if self.audit is not None and self.audit.counts_p2p():
+            self.explain_p2p()
+
+    def explain_p2p(self) -> None:
+        """Allowed point-to-point calls explain their steps to the audit, wrapped once a backend
+        that counts them (gloo) exists: on NCCL they move no step, and then an allowed call pays
+        no wrapper (a timed call beside the reference's, which has none)."""
+        if self._p2p_explained:
+            return
+        self._p2p_explained = True
+        self._wrap_process_groups({m: ("p2p", None) for m in PG_P2P})
+        self._wrap_op_namespaces(ledger=True)
 
     def _wrap(self, label: str, original: Callable[..., Any]) -> Callable[..., Any]:
         guard = self
@@ -108,53 +145,92 @@ class ForbidGuard:
         wrapper.__doc__ = getattr(original, "__doc__", None)
         return wrapper
 
-    def _wrap_process_groups(self):
-        """ProcessGroup and Backend methods, on the classes (pybind types accept new attributes)."""
+    def _counted_methods(self) -> dict[str, tuple[str, str | None]]:
+        """name -> (seqaudit kind, forbidden family or None): the forbidden methods, and with the
+        audit on the allowed one that moves NCCL's number (a coalesced block's start)."""
+        methods: dict[str, tuple[str, str | None]] = {}
+        if self.audit is not None:
+            methods.update({m: ("coalesce", None) for m in COALESCE_METHODS})
+        if "collectives" in self.families:
+            methods.update({m: ("collective", "collectives") for m in PG_COLLECTIVES})
+        if "p2p" in self.families:
+            methods.update({m: ("p2p", "p2p") for m in PG_P2P})
+        return methods
+
+    def _wrap_process_groups(self, methods: dict[str, tuple[str, str | None]]) -> None:
+        """ProcessGroup and Backend methods, on the classes (pybind types accept new attributes);
+        each tells the audit, if on, the steps it explains."""
         try:
             from torch._C._distributed_c10d import Backend, ProcessGroup
         except ImportError:
             return
-        methods = {}
-        if "collectives" in self.families:
-            methods.update({m: "collectives" for m in PG_COLLECTIVES})
-        if "p2p" in self.families:
-            methods.update({m: "p2p" for m in PG_P2P})
         guard = self
         for cls in group_classes(ProcessGroup, Backend):
-            for name, family in methods.items():
+            for name, (kind, family) in methods.items():
                 raw = cls.__dict__.get(name)
                 if raw is None or getattr(raw, "_kb_wrapped", False):
                     continue
-                label = f"{cls.__name__}.{name} ({family})"
+                label = f"{cls.__name__}.{name} ({family})" if family else None
 
-                def method(self_: Any, *args: Any, _kb_raw: Any = raw, _kb_label: str = label, **kwargs: Any) -> Any:
-                    if guard.active:
+                def method(self_: Any, *args: Any, _kb_raw: Any = raw, _kb_label: str | None = label,
+                           _kb_kind: str = kind, **kwargs: Any) -> Any:
+                    if _kb_label is not None and guard.active:
                         guard.record(_kb_label)
-                    return _kb_raw.__get__(self_, type(self_))(*args, **kwargs)
+                    out = _kb_raw.__get__(self_, type(self_))(*args, **kwargs)
+                    if guard.audit is not None:
+                        guard.audit.saw(self_, _kb_kind)
+                    return out
 
                 method.__name__ = name
-                method._kb_wrapped = True
+                method._kb_wrapped = True  # type: ignore[attr-defined]
                 try:
                     setattr(cls, name, method)
                 except (TypeError, AttributeError):
                     pass
 
-    def _wrap_op_namespaces(self) -> None:
+    def _watch_constructors(self) -> None:
+        """Groups and backends built later (new_group, or a ProcessGroupGloo made by hand outside
+        the registry) are watched by the audit from their construction."""
+        from torch._C._distributed_c10d import Backend, ProcessGroup
+        audit, guard = self.audit, self
+        assert audit is not None
+        for cls in group_classes(ProcessGroup, Backend):
+            raw = cls.__dict__.get("__init__")
+            if raw is None or getattr(raw, "_kb_wrapped", False):
+                continue
+
+            def init(self_: Any, *args: Any, _kb_raw: Any = raw, **kwargs: Any) -> None:
+                _kb_raw(self_, *args, **kwargs)
+                audit.constructed(self_)
+                if audit.counts_p2p([self_]):
+                    guard.explain_p2p()
+
+            init._kb_wrapped = True  # type: ignore[attr-defined]
+            try:
+                setattr(cls, "__init__", init)  # noqa: B010 - mypy refuses assigning __init__ on a class
+            except (TypeError, AttributeError):
+                pass
+
+    def _wrap_op_namespaces(self, ledger: bool) -> None:
         """torch.ops.<ns>.<op> for the forbidden families: each operator packet is replaced by a
-        counting proxy (its overloads too), so a direct dispatcher call counts like the function."""
+        counting proxy (its overloads too), so a direct dispatcher call counts like the function.
+        ledger: the allowed point-to-point operators instead, which only explain steps to the audit."""
         for ns_name in OP_NAMESPACES:
             ns = getattr(torch.ops, ns_name, None)
             if ns is None:
                 continue
             for op_name in _op_names(ns_name):
                 family = family_of_op(ns_name, op_name)
-                if family is None or family not in self.families:
+                forbidden = family is not None and family in self.families
+                if (ledger and (forbidden or family != "p2p")) or (not ledger and not forbidden):
                     continue
                 try:
                     packet = getattr(ns, op_name)
                 except (AttributeError, RuntimeError):
                     continue
-                setattr(ns, op_name, _CountingPacket(packet, f"torch.ops.{ns_name}.{op_name} ({family})", self))
+                label = f"torch.ops.{ns_name}.{op_name} ({family})" if forbidden else None
+                kind = "p2p" if family == "p2p" else "collective"
+                setattr(ns, op_name, _CountingPacket(packet, label, self, kind))
 
 
 def group_classes(*roots: type) -> list[type]:
@@ -179,18 +255,22 @@ def _op_names(namespace: str) -> list[str]:
 
 
 class _CountingPacket:
-    """An operator packet that counts its calls (and its overloads' calls) while the guard is active."""
+    """An operator packet that counts its calls (and its overloads' calls) while the guard is active
+    (label None: an allowed operator), and tells the sequence audit the steps they explain (kind)."""
 
-    def __init__(self, packet: Any, label: str, guard: ForbidGuard) -> None:
-        self._packet, self._label, self._guard = packet, label, guard
+    def __init__(self, packet: Any, label: str | None, guard: ForbidGuard, kind: str | None = None) -> None:
+        self._packet, self._label, self._guard, self._kind = packet, label, guard, kind
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._guard.active:
+        if self._label is not None and self._guard.active:
             self._guard.record(self._label)
-        return self._packet(*args, **kwargs)
+        out = self._packet(*args, **kwargs)
+        if self._kind is not None and self._guard.audit is not None:
+            self._guard.audit.saw(None, self._kind)
+        return out
 
     def __getattr__(self, name: str) -> Any:
         inner = getattr(self._packet, name)
         if name.startswith("_") or not callable(inner):
             return inner
-        return _CountingPacket(inner, self._label, self._guard)
+        return _CountingPacket(inner, self._label, self._guard, self._kind)
