@@ -396,6 +396,12 @@ class Isolation(enum.StrEnum):
     NONDUMPABLE = "nondumpable"      # checker and zygote: no /proc/<pid>/mem for it
 
 
+class Containment(enum.StrEnum):
+    """How a job's processes are kept together and ended (contain.py), as the report's header says."""
+    CGROUP = "cgroup"                # a cgroup v2 per job, killed whole (cgroup.kill) at its end
+    SCAN = "scan"                    # /proc scans (token, sessions, ancestry) and our own orphans, killed
+
+
 @dataclass
 class CandidateInit:
     rank: int
