@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -394,6 +395,13 @@ class Isolation(enum.StrEnum):
     LANDLOCK = "landlock"            # read-only system/Python trees, writes only to its scratch and caches
     SIGNALS = "signal-scope"         # Landlock: it cannot signal processes outside its sandbox
     NONDUMPABLE = "nondumpable"      # checker and zygote: no /proc/<pid>/mem for it
+
+
+# an error that only says a rank waited for its peers in vain (they stopped or died): the cause is
+# elsewhere (outcome/ blames the rank that stopped; a reference that met it is not at fault)
+PEER_LOST = re.compile(r"timed out|timeout|connection (?:closed|reset)|broken pipe|watchdog|communicator was "
+                       r"aborted|remote process exited|ncclRemoteError|peers did not|DistNetworkError|DistStoreError",
+                       re.I)
 
 
 class Containment(enum.StrEnum):
