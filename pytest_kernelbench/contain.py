@@ -12,7 +12,8 @@ inherits it. A process of a non-root user cannot leave a root-owned cgroup.
 Where cgroups cannot be written (no cgroup v2 with cgroup.kill, not root, a container that hides
 it), `job_cgroup` gives None and the job is contained as before: procs.ProcessHunter's scans, and
 any orphan of our own from another session is killed whatever its age. The report's header says
-which containment is in force (protocol.Containment).
+which containment is in force (protocol.Containment). KB_CONTAINMENT=scan (a dev knob) asks for the
+scans alone, as where no cgroup can be used.
 """
 from __future__ import annotations
 
@@ -135,6 +136,7 @@ class RunCgroups:
         mount, own = _v2_mount(), _own_cgroup()
         if mount is None or own is None:
             return None
+        _remove_stale(mount / own.lstrip("/"))
         path = mount / own.lstrip("/") / f"kb-{os.getpid()}-{secrets.token_hex(4)}"
         try:
             path.mkdir()
@@ -179,6 +181,24 @@ class RunCgroups:
             JobCgroup(child).kill(wait_s=2.0)
         try:
             self.path.rmdir()
+        except OSError:
+            pass
+
+
+def _remove_stale(parent: Path) -> None:
+    """The cgroups of a pytest process that is gone (killed before its atexit ran): whatever is
+    left inside is killed, the folders removed."""
+    for run in parent.glob("kb-*-*"):
+        try:
+            pid = int(run.name.split("-")[1])
+        except (IndexError, ValueError):
+            continue
+        if os.path.exists(f"/proc/{pid}"):
+            continue
+        for child in (p for p in run.glob("*") if p.is_dir()):
+            JobCgroup(child).kill(wait_s=2.0)
+        try:
+            run.rmdir()
         except OSError:
             pass
 
