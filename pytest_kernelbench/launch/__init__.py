@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..contain import JOB_CGROUP_ENV, job_cgroup, members
-from ..procs import Activity, ProcessHunter, become_subreaper, mark
+from ..contain import JOB_CGROUP_ENV, JobCgroup, job_cgroup, members
+from ..procs import Activity, ProcessHunter, alive, become_subreaper, mark
 from ..protocol import ExitFacts, JobLayout, JobSpec
 from .base import Launcher, LaunchError, Ranks
 from .env import SAFE_ENV, job_env
@@ -168,10 +168,9 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
         mark("launch: ranks started")
         ranks.hand_over({"key": key, "nonce": nonce})     # where checkers cannot reach the key service
         roots = ranks.roots()
-        if cgroup is not None and not ranks.agent:
-            # a launcher that did not join its ranks at fork (a plugin's): moved in now, late but inside
-            for pid in set(roots) - set(members(cgroup.path)):
-                cgroup.add(pid)
+        if cgroup is not None and not _contained(cgroup, roots, ranks.agent):
+            cgroup.kill()       # the job runs outside it (a Slurm step, a refused move): the scans alone
+            cgroup = None
         hunter = ProcessHunter(roots[0] if ranks.agent else roots, job.token, ignore=ranks.spared() or None)
         try:
             facts.timed_out, facts.compile_s, truncated = _wait(ranks, hunter, job_dir, t0, timeout_s,
@@ -216,6 +215,17 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     facts.tree_changed = _restore_trees(protected, tree_before, facts.quarantine)
     mark("launch: end")
     return facts
+
+
+def _contained(cgroup: JobCgroup, roots: list[int], agent: bool) -> bool:
+    """Whether the job's first processes are in its cgroup. A launcher that did not put its ranks
+    in as they were forked (a plugin's) has them moved in now, late but inside; an agent that is
+    outside (srun) stays there, its job contained by the scans."""
+    inside = set(members(cgroup.path))
+    for pid in roots:
+        if pid not in inside and alive(pid) and (agent or not cgroup.add(pid)):
+            return False
+    return True
 
 
 def _cleanup(layout: JobLayout) -> None:

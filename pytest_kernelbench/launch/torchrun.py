@@ -75,9 +75,12 @@ class TorchrunRanks:
         def child() -> None:       # torchrun joins the job's cgroup before it runs: its ranks are born inside
             die_with_parent()
             if cgroup:
-                fd = os.open(os.path.join(cgroup, "cgroup.procs"), os.O_WRONLY)
-                os.write(fd, b"0")
-                os.close(fd)
+                try:
+                    fd = os.open(os.path.join(cgroup, "cgroup.procs"), os.O_WRONLY)
+                    os.write(fd, b"0")
+                    os.close(fd)
+                except OSError:    # refused here: run_job sees torchrun outside and scans instead
+                    pass
         with open(self.layout.logs / LOG, "ab") as out:
             self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=child)

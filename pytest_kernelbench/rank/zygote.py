@@ -37,11 +37,14 @@ def _spawn(req: dict, out_fd: int, in_fd: int, wake: tuple[int, int], gate: Gate
     code = 70
     try:   # the rank: the job's cgroup (contain.py), a new session (as torchrun's ranks), its own log, the job's environment
         if req.get("cgroup"):      # first: all it forks is born inside, killed whole at the job's end
-            fd = os.open(os.path.join(req["cgroup"], "cgroup.procs"), os.O_WRONLY)
             try:
-                os.write(fd, b"0")
-            finally:
-                os.close(fd)
+                fd = os.open(os.path.join(req["cgroup"], "cgroup.procs"), os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")
+                finally:
+                    os.close(fd)
+            except OSError:        # refused here: the launcher sees the rank outside and scans instead
+                pass
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in (in_fd, out_fd, *wake):
