@@ -26,7 +26,7 @@ from pathlib import Path
 from .protocol import Containment
 
 JOB_CGROUP_ENV = "KB_JOB_CGROUP"     # the job's cgroup folder, for the launcher (never reaches a rank)
-KILL_WAIT_S = 10.0                    # a SIGKILLed CUDA process may take seconds to release its device
+KILL_WAIT_S = 5.0                     # at exit: how long killed processes may take to be gone
 
 
 def _v2_mount() -> Path | None:
@@ -96,9 +96,12 @@ class JobCgroup:
         except OSError:
             return False
 
-    def kill(self, wait_s: float = KILL_WAIT_S) -> list[int]:
-        """SIGKILL every process in it at once (cgroup.kill), wait until it is empty, remove it.
-        Returns the pids that were in it."""
+    def kill(self, wait_s: float = 0.0) -> list[int]:
+        """SIGKILL every process in it at once (cgroup.kill: once the write returns, none of them runs
+        its code again, and a fork racing it is killed too), and remove it. Returns the pids that
+        were in it. A killed process may take a while to be gone (a CUDA process's teardown takes
+        0.2-0.5 s that the next job need not wait for): unless `wait_s` allows for it, its folder
+        goes when the next job's cgroup is made (RunCgroups.job) or at exit."""
         found = members(self.path)
         try:
             (self.path / "cgroup.kill").write_text("1")
@@ -158,6 +161,8 @@ class RunCgroups:
         return cls(path)
 
     def job(self, name: str) -> JobCgroup | None:
+        for old in (p for p in self.path.glob("*") if p.is_dir()):   # the jobs before: gone by now
+            JobCgroup(old).kill()
         path = self.path / name
         try:
             path.mkdir()
@@ -168,7 +173,7 @@ class RunCgroups:
     def remove(self) -> None:
         """At exit: anything still inside is killed, then the folders go."""
         for child in sorted(p for p in self.path.glob("*") if p.is_dir()):
-            JobCgroup(child).kill(wait_s=2.0)
+            JobCgroup(child).kill(wait_s=KILL_WAIT_S)
         try:
             self.path.rmdir()
         except OSError:
@@ -186,7 +191,7 @@ def _remove_stale(parent: Path) -> None:
         if os.path.exists(f"/proc/{pid}"):
             continue
         for child in (p for p in run.glob("*") if p.is_dir()):
-            JobCgroup(child).kill(wait_s=2.0)
+            JobCgroup(child).kill(wait_s=KILL_WAIT_S)
         try:
             run.rmdir()
         except OSError:

@@ -43,7 +43,7 @@ def test_a_jobs_cgroup_ends_a_fork_chain_at_once():
     proc.wait(10)                      # its first generation is already someone else
     time.sleep(0.3)
     assert _alive_with(tag)
-    cg.kill()
+    cg.kill(wait_s=5.0)
     time.sleep(0.2)
     assert not _alive_with(tag)
     assert not cg.path.exists()
