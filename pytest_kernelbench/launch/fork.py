@@ -210,7 +210,8 @@ class ForkedRanks:
         self.ended_early = False       # ended at the done marks, before the ranks' exits (poll)
         self.pids: dict[int, int] = {}
         cgroup = env.get(JOB_CGROUP_ENV)      # the job's cgroup: for the zygote, not the ranks' environment
-        base = {**{k: v for k, v in env.items() if k != JOB_CGROUP_ENV}, "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0",
+        env = {k: v for k, v in env.items() if k != JOB_CGROUP_ENV}
+        base = {**env, "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0",
                 "MASTER_ADDR": "127.0.0.1", "KB_RENDEZVOUS": str(self.job_dir / "rendezvous")}
         try:
             for r in range(nproc):
