@@ -23,7 +23,7 @@ from kbrun import by_problem, explain, make_tree, run
 pytestmark = pytest.mark.e2e
 
 TAG = "kb-forkchain"
-CHAINS = 2          # independent chains: each kill pass must win against both
+CHAINS = 4          # independent chains: each kill pass must win against all of them
 TAIL_S = 1.5        # how long each chain goes on once its R is gone,
 TAIL_GENS = 3000    # and at most this many generations (each leaves a zombie until reaped)
 HOLD_S = 40         # the last one's sleep: the outer test looks for it after the inner pytest ends
