@@ -120,7 +120,8 @@ class JobCgroup:
 class RunCgroups:
     """The cgroup this pytest process keeps its jobs in (made on first use); None where cgroups
     cannot be used."""
-    _made: RunCgroups | None | bool = False
+    _made: RunCgroups | None = None
+    _tried = False
 
     def __init__(self, path: Path):
         self.path = path
@@ -128,9 +129,9 @@ class RunCgroups:
 
     @classmethod
     def get(cls) -> RunCgroups | None:
-        if cls._made is False:
-            cls._made = cls._make()
-        return cls._made or None
+        if not cls._tried:
+            cls._made, cls._tried = cls._make(), True
+        return cls._made
 
     @classmethod
     def _make(cls) -> RunCgroups | None:
