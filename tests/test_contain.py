@@ -41,12 +41,15 @@ def test_a_jobs_cgroup_ends_a_fork_chain_at_once():
     tag = f"kbchain{os.urandom(4).hex()}"
     proc = subprocess.Popen([sys.executable, "-c", CHAIN, tag], preexec_fn=lambda: contain.join(str(cg)))
     proc.wait(10)                      # its first generation is already someone else
-    time.sleep(0.3)
-    assert _alive_with(tag)
+    end = time.monotonic() + 5
+    while not contain.members(cg.path) and time.monotonic() < end:
+        time.sleep(0.01)
+    assert contain.members(cg.path), "the chain is not running"
     cg.kill(wait_s=5.0)
-    time.sleep(0.2)
-    assert not _alive_with(tag)
     assert not cg.path.exists()
+    for _ in range(20):                # a generation a scan missed would show again
+        assert not _alive_with(tag)
+        time.sleep(0.025)
 
 
 @pytest.mark.e2e
