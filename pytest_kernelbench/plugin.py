@@ -22,7 +22,7 @@ from .options import OPTIONS, Settings, help_text
 from .pkb import checkout as pkb_checkout
 from .pkb import pairing as pkb_pairing
 from .run import BenchRun, ReportWriter, identity, is_kb_nodeid, kb_home, resumed_records
-from .protocol import Failure, Outcome
+from .protocol import Containment, Failure, Outcome
 from .session import base_record, new_run_id
 from .launch import registry
 from .spec import hardware
@@ -273,6 +273,11 @@ def _write_header(config: pytest.Config, run: BenchRun) -> None:
     missing = "" if any(x.startswith("landlock") for x in layers) else \
         " (no Landlock on this kernel: a candidate can read whatever its user can)"
     tr.write_line(f"kernelbench: isolation of candidates: {', '.join(layers)}{missing}")
+    if run.machine.get("containment"):
+        how = {Containment.CGROUP: "a cgroup per job, killed whole at its end",
+               Containment.SCAN: "no writable cgroup v2: /proc scans, and every orphan of ours killed"}
+        tr.write_line(f"kernelbench: containment of jobs: {run.machine['containment']} "
+                      f"({how.get(run.machine['containment'], '?')})")
     if run.machine.get("cluster"):
         from .launch.slurm_workers import describe_layout
         tr.write_line(f"kernelbench: {describe_layout(run.machine['cluster'], run.settings.slurm_workers, run.settings.nodes)}")

@@ -70,7 +70,7 @@ class ProcessHunter:
         self.started = min(starts) if starts else 0
 
     def scan(self) -> set[int]:
-        me = os.getpid()
+        me, my_sid = os.getpid(), os.getsid(0)
         stats = {pid: st for pid in _pids() if pid != me and pid not in self.ignore and (st := _proc_stat(pid))}
         found = set()
         changed = True
@@ -79,7 +79,11 @@ class ProcessHunter:
             for pid, (ppid, sid, start) in stats.items():
                 if pid in found:
                     continue
-                orphan = ppid == me and pid not in self.roots and start >= self.started and _SUBREAPER[0]
+                # re-parented to us (the subreaper): started during this job, or of any age from a
+                # session not ours (a process we start ourselves keeps our session; one a job left,
+                # even an earlier job, never has it)
+                orphan = ppid == me and pid not in self.roots and (start >= self.started or sid != my_sid) \
+                    and _SUBREAPER[0]
                 if pid in self.known or ppid in found or ppid in self.known or sid in self.sessions \
                         or orphan or _has_token(pid, self.token):
                     found.add(pid)
@@ -117,10 +121,11 @@ class ProcessHunter:
 
     def reap(self):
         """Collect the exit status of orphans re-parented to us (as subreaper), never torchrun's."""
-        me = os.getpid()
+        me, my_sid = os.getpid(), os.getsid(0)
         for pid in _pids():
             st = _proc_stat(pid)
-            if st and st[0] == me and pid not in self.roots and pid not in self.ignore and st[2] >= self.started:
+            if st and st[0] == me and pid not in self.roots and pid not in self.ignore \
+                    and (st[2] >= self.started or st[1] != my_sid):
                 try:
                     os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:

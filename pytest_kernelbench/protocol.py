@@ -17,6 +17,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -412,6 +413,19 @@ class Isolation(enum.StrEnum):
     DEVICES = "devices"              # Landlock: only the device nodes it needs; /proc and /sys read-only
     UID = "uid"                      # a uid/gid of its own per job (not 0, not the reference's): owns nothing of the system
     SEALED_ENV = "sealed-env"        # its multicast switches read-only and sealed (rank/sealenv.py), seen from outside
+
+
+# an error that only says a rank waited for its peers in vain (they stopped or died): the cause is
+# elsewhere (outcome/ blames the rank that stopped; a reference that met it is not at fault)
+PEER_LOST = re.compile(r"timed out|timeout|connection (?:closed|reset)|broken pipe|watchdog|communicator was "
+                       r"aborted|remote process exited|ncclRemoteError|peers did not|DistNetworkError|DistStoreError",
+                       re.I)
+
+
+class Containment(enum.StrEnum):
+    """How a job's processes are kept together and ended (contain.py), as the report's header says."""
+    CGROUP = "cgroup"                # a cgroup v2 per job, killed whole (cgroup.kill) at its end
+    SCAN = "scan"                    # /proc scans (token, sessions, ancestry) and our own orphans, killed
 
 
 @dataclass

@@ -121,6 +121,8 @@ class BenchRun:
                     machine["facts_from"] = {"node": None, "error": got["error"]}
             from .rank.sandbox import expected_layers
             machine["isolation"] = expected_layers()     # what each candidate process gets (records say what it got)
+            from .contain import in_force
+            machine["containment"] = in_force()            # how each job is kept together and ended
             machine["cluster"] = slurm_workers.cluster_layout()        # the Slurm allocation this run is inside, if any
             if not probed and machine.get("gpu_count") and self.settings.calibrate != "off":
                 from .metrics import calibrate  # cached on disk under a file lock: measured once per machine

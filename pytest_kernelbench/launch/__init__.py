@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..procs import Activity, ProcessHunter, become_subreaper, mark
+from ..contain import JOB_CGROUP_ENV, JobCgroup, job_cgroup, members
+from ..procs import Activity, ProcessHunter, alive, become_subreaper, mark
 from ..protocol import ExitFacts, JobLayout, JobSpec
 from .base import Launcher, LaunchError, Ranks
 from .env import SAFE_ENV, job_env
@@ -144,6 +145,11 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     tree_before = snapshot_tree(protected)
     become_subreaper()
     env = job_env(job.token, cuda_devices, extensions_dir, allow_multicast=job.allow_multicast)
+    # the job's own cgroup (contain.py): its launcher puts the ranks in as they are forked; None
+    # where cgroups cannot be used (the hunter's scans alone then)
+    cgroup = job_cgroup(f"job-{job.token}")
+    if cgroup is not None:
+        env[JOB_CGROUP_ENV] = str(cgroup)
     # torchrun's torchelastic_* folder and the ranks' temporary files stay inside the job folder
     # and go with it, instead of piling up in /tmp
     (job_dir / "tmp").mkdir(exist_ok=True)
@@ -164,6 +170,9 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
         mark("launch: ranks started")
         ranks.hand_over({"key": key, "nonce": nonce})     # where checkers cannot reach the key service
         roots = ranks.roots()
+        if cgroup is not None and not _contained(cgroup, roots, ranks.agent):
+            cgroup.kill()       # the job runs outside it (a Slurm step, a refused move): the scans alone
+            cgroup = None
         hunter = ProcessHunter(roots[0] if ranks.agent else roots, job.token, ignore=ranks.spared() or None)
         try:
             facts.timed_out, facts.compile_s, truncated = _wait(ranks, hunter, job_dir, t0, timeout_s,
@@ -173,10 +182,14 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
             if isinstance(e, KeyboardInterrupt):
                 hold_interrupts()
             ranks.terminate()
+            if cgroup is not None:
+                cgroup.kill()
             hunter.kill_all(terminate_root=False)
             raise
     finally:
         keys.close()
+        if ranks is None and cgroup is not None:
+            cgroup.kill()
     facts.wall_s = time.monotonic() - t0
     mark("launch: ranks exited")
     facts.phases = read_phases(job_dir)
@@ -184,8 +197,12 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
         ranks.terminate()       # SIGTERM wherever the ranks run (once: their stacks go to their logs)
         facts.killed = hunter.kill_all(terminate_root=False)
         ranks.wait(timeout=10)
-    else:
+    elif cgroup is None:
         facts.killed = hunter.kill_all(grace_s=0.0, terminate_root=False)   # strays a candidate left (children, daemons)
+    if cgroup is not None:
+        # the whole job at once, whatever it forks meanwhile; the hunter then looks for what a
+        # launcher ran outside the cgroup (a Slurm step's local processes), or an orphan of ours
+        facts.killed = sorted(set(facts.killed) | set(cgroup.kill()) | set(hunter.kill_all(grace_s=0.0, terminate_root=False)))
     facts.killed += ranks.finish()
     if getattr(ranks, "ended_early", False):      # optional in base.Ranks
         # the job's own processes, killed because the launcher did not wait out their exits, are no strays
@@ -202,6 +219,17 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     facts.tree_changed = _restore_trees(protected, tree_before, facts.quarantine)
     mark("launch: end")
     return facts
+
+
+def _contained(cgroup: JobCgroup, roots: list[int], agent: bool) -> bool:
+    """Whether the job's first processes are in its cgroup. A launcher that did not put its ranks
+    in as they were forked (a plugin's) has them moved in now, late but inside; an agent that is
+    outside (srun) stays there, its job contained by the scans."""
+    inside = set(members(cgroup.path))
+    for pid in roots:
+        if pid not in inside and alive(pid) and (agent or not cgroup.add(pid)):
+            return False
+    return True
 
 
 def _cleanup(layout: JobLayout) -> None:

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..contain import JOB_CGROUP_ENV
 from ..procs import alive, die_with_parent
 from ..protocol import ExitFacts, JobLayout
 from .base import LaunchError
@@ -120,15 +121,16 @@ class RankServer:
         self._reply(timeout, "ready")
         self._ready_pid = self.pid
 
-    def spawn(self, job_dir: Path, rank: int, env: dict[str, str], cwd: Path, log: Path) -> int:
-        """Fork one rank; returns its pid. Restarts a zygote that died or stopped answering, once."""
+    def spawn(self, job_dir: Path, rank: int, env: dict[str, str], cwd: Path, log: Path, cgroup: str | None = None) -> int:
+        """Fork one rank (into the job's `cgroup`, before any of its code runs); returns its pid.
+        Restarts a zygote that died or stopped answering, once."""
         for attempt in (0, 1):
             try:
                 self.start()
                 self.ready()
                 self._ids += 1
                 self._send({"secret": self._secret, "op": "spawn", "id": self._ids, "job_dir": str(job_dir),
-                            "env": env, "cwd": str(cwd), "log": str(log)})
+                            "env": env, "cwd": str(cwd), "log": str(log), "cgroup": cgroup})
                 msg = self._reply(SPAWN_TIMEOUT_S, "pid")
                 if "error" in msg:
                     raise RankServerError(msg["error"])
@@ -207,12 +209,14 @@ class ForkedRanks:
         self.returncode: int | None = None
         self.ended_early = False       # ended at the done marks, before the ranks' exits (poll)
         self.pids: dict[int, int] = {}
+        cgroup = env.get(JOB_CGROUP_ENV)      # the job's cgroup: for the zygote, not the ranks' environment
+        env = {k: v for k, v in env.items() if k != JOB_CGROUP_ENV}
         base = {**env, "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0",
                 "MASTER_ADDR": "127.0.0.1", "KB_RENDEZVOUS": str(self.job_dir / "rendezvous")}
         try:
             for r in range(nproc):
                 rank_env = {**base, "RANK": str(r), "LOCAL_RANK": str(r), "ROLE_RANK": str(r)}
-                self.pids[r] = server.spawn(self.job_dir, r, rank_env, cwd, self.layout.checker_log(r))
+                self.pids[r] = server.spawn(self.job_dir, r, rank_env, cwd, self.layout.checker_log(r), cgroup)
         except BaseException:
             self.kill()
             raise

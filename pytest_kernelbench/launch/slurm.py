@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..contain import JOB_CGROUP_ENV
 from ..procs import die_with_parent
 from ..protocol import ExitFacts, JobLayout, JobSpec, range_list
 from .base import LaunchError
@@ -232,6 +233,7 @@ class SlurmLauncher:
         step_env.update({k: os.environ[k] for k in KEEP if k in os.environ})
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "KB_RENDEZVOUS"):
             step_env.pop(k, None)
+        step_env.pop(JOB_CGROUP_ENV, None)   # a step runs in Slurm's own cgroup, wherever its tasks land
         step_env["KB_LAUNCHER"] = "slurm"
         device = JobSpec.read(JobLayout(job_dir).job).device     # the item's: GPUs per node, or none
         return SlurmRanks(self.command(Path(job_dir), nproc, device), Path(job_dir), nproc, step_env, cwd)

@@ -3,6 +3,7 @@
 the job's logs/exits.json (protocol.ExitFacts) like every launcher's."""
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..contain import JOB_CGROUP_ENV
 from ..procs import die_with_parent, has_token, parent_of
 from ..protocol import ExitFacts, JobLayout
 
@@ -67,10 +69,21 @@ class TorchrunRanks:
         self.token = env.get("KB_JOB_TOKEN", "")
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
                "--max-restarts=0", "--monitor-interval=0.1", "-m", "pytest_kernelbench.rank", str(job_dir)]
+        cgroup = env.get(JOB_CGROUP_ENV)
+        env = {k: v for k, v in env.items() if k != JOB_CGROUP_ENV}
+
+        def child() -> None:       # torchrun joins the job's cgroup before it runs: its ranks are born inside
+            die_with_parent()
+            if cgroup:
+                try:
+                    fd = os.open(os.path.join(cgroup, "cgroup.procs"), os.O_WRONLY)
+                    os.write(fd, b"0")
+                    os.close(fd)
+                except OSError:    # refused here: run_job sees torchrun outside and scans instead
+                    pass
         with open(self.layout.logs / LOG, "ab") as out:
             self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         preexec_fn=die_with_parent)
+                                         stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=child)
 
     @property
     def returncode(self) -> int | None:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..protocol import Failure, JobLayout
+from ..protocol import PEER_LOST, Failure, JobLayout
 
 TAIL_CHARS = 3000
 
@@ -121,9 +121,7 @@ def exception_text(e: dict) -> str:
 
 
 # a failure that only says the rank waited for its peers in vain (they stopped or died)
-_WAITED = re.compile(r"timed out|timeout|connection (?:closed|reset)|broken pipe|watchdog|communicator was "
-                     r"aborted|remote process exited|ncclRemoteError|peers did not|DistNetworkError|DistStoreError",
-                     re.I)
+_WAITED = PEER_LOST
 _WATCHDOG = re.compile(r"(?:Watchdog caught collective operation timeout|collective operation timeout)[^\n]*", re.I)
 
 

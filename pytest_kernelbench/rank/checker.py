@@ -23,7 +23,7 @@ import time
 from typing import Any, NoReturn
 
 from ..procs import mark
-from ..protocol import CandidateInit, Failure, Isolation, JobLayout, JobSpec, Outcome
+from ..protocol import PEER_LOST, CandidateInit, Failure, Isolation, JobLayout, JobSpec, Outcome
 from . import exchange, sandbox, solvers, stores
 from .cuda import context_on_thread, pci_address
 from .envwatch import EnvWatch
@@ -101,7 +101,9 @@ class Checker:
         timeout = datetime.timedelta(seconds=float(job.pg_timeout_s))
         # the checker's context made while its solver processes make theirs (rank/cuda.py)
         context = context_on_thread(torch, self.local_rank) if job.device == "cuda" else None
-        self.store = stores.open_store(self.rank, self.world, timeout, self.step_io, float(job.compile_timeout_s))
+        # under a prefix only holders of the job's key know (stores.private): not the candidates
+        self.store = stores.private(stores.open_store(self.rank, self.world, timeout, self.step_io,
+                                                      float(job.compile_timeout_s)), self.key)
         mark("checker: store")
         self.start_solvers()
         if context is not None:
@@ -199,13 +201,13 @@ class Checker:
                              sizes=job.sizes, dtype=job.dtype, job_dir=str(self.layout.dir))
         port_key = f"kb/{job.token}/candidate-store"
         if self.rank != 0:     # "<host> <port>": rank 0's node, when the ranks span nodes
-            host, port = self.store.get(port_key).decode().split()
-            init.store_host, init.store_port = host, int(port)
+            init.store_host, init.store_port = self.published(port_key)
         here = "127.0.0.1"
         if self.step_io is not None:
             from .steps import reachable_address
             here = reachable_address()
-        self.link.init(init, publish_port=lambda port: self.store.set(port_key, f"{here} {port}"))
+        self.link.init(init, publish_port=lambda port: self.store.set(port_key, stores.seal(self.key, port_key,
+                                                                                            f"{here} {port}")))
         if self.ref is not None:        # the reference process joins a group of its own, like the candidates'
             self.ref.ready()
             # no forbidden-API guards: they wrap the very collectives a reference makes, and an honest
@@ -214,9 +216,18 @@ class Checker:
                                            glue_path=None, forbid=[])
             ref_key = f"kb/{job.token}/reference-store"
             if self.rank != 0:
-                host, port = self.store.get(ref_key).decode().split()
-                ref_init.store_host, ref_init.store_port = host, int(port)
-            self.ref.init(ref_init, publish_port=lambda port: self.store.set(ref_key, f"{here} {port}"))
+                ref_init.store_host, ref_init.store_port = self.published(ref_key)
+            self.ref.init(ref_init, publish_port=lambda port: self.store.set(ref_key, stores.seal(self.key, ref_key,
+                                                                                                f"{here} {port}")))
+
+    def published(self, name: str) -> tuple[str, int]:
+        """Where rank 0's checker says a solver group's store is ("<host> <port>", sealed with the key)."""
+        value = stores.unseal(self.key, name, self.store.get(name).decode())
+        if value is None:   # only a process that read the checkers' store could: a candidate process
+            self.die(Failure.FORBIDDEN_CALL, f"the checkers' store was written by a process without the job's key "
+                     f"({name.rsplit('/', 1)[-1]})", "candidate")
+        host, port = value.split()
+        return host, int(port)
 
     def import_candidate(self) -> None:
         assert self.link is not None
@@ -308,7 +319,14 @@ class Checker:
                 self.torch.cuda.synchronize()
             return out
         except Exception as e:
-            self.die(Failure.RUNTIME_ERROR, f"the reference failed ({phase}): {type(e).__name__}: {e}", "reference", e)
+            text = f"{type(e).__name__}: {e}"
+            # the candidate's side is the cause only where the reference lost its peers (a peer's rank
+            # stopped: outcome/ blames it) or ran out of memory the candidate holds; anything else is
+            # the reference's own failure, never the candidate's runtime_error
+            theirs = (self.world > 1 and PEER_LOST.search(text)) or isinstance(e, MemoryError) \
+                or type(e).__name__ == "OutOfMemoryError"
+            self.die(Failure.RUNTIME_ERROR if theirs else Failure.HARNESS_ERROR,
+                     f"the reference failed ({phase}): {text}", "reference", e)
 
     # ---- the end -------------------------------------------------------------------------------------
     def finish(self, sizes: list[dict], failed: dict | None = None) -> None:
