@@ -180,6 +180,47 @@ def test_a_missing_api_key_is_a_usage_error_within_seconds(tmp_path, model, key)
     assert not (tmp_path / "reports").exists()          # no rank, no report
 
 
+def _free_port() -> int:
+    """A port nothing listens on (bound, then closed: connecting to it is refused)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.e2e
+def test_a_model_server_that_is_down_is_a_usage_error_within_seconds(tmp_path):
+    """A local model server that is down cost every item ~85 s of retries ("HTTP 500 after 6
+    attempts: Connection error"); a refused connection is known at once: one line before any item."""
+    pytest.importorskip("litellm")
+    port = _free_port()
+    env = {**inner_env(), "OPENAI_API_KEY": "stub-key"}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider",
+                           str(Path(__file__).resolve().parent.parent / "problems"), "-k", "all_reduce or all_gather",
+                           "--kb-model=openai/kb-stub-model", f"--kb-api-base=http://127.0.0.1:{port}/v1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+    took = time.monotonic() - t0
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout[-2000:] + proc.stderr[-2000:]
+    errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("ERROR")]
+    assert len(errors) == 1 and f"127.0.0.1:{port} (connection refused)" in errors[0], proc.stderr[-2000:]
+    assert took < 10, took
+    assert not (tmp_path / "reports").exists()
+
+
+def test_the_api_probe_tells_a_listening_server_from_none():
+    import socket
+
+    from pytest_kernelbench.candidates.llm import unreachable
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        assert unreachable(f"http://127.0.0.1:{s.getsockname()[1]}/v1") is None
+    port = _free_port()
+    assert unreachable(f"http://127.0.0.1:{port}") == f"nothing listens at 127.0.0.1:{port} (connection refused)"
+    assert "no host" in unreachable("http:///v1")
+
+
 SLOW = RING.replace("def solution(x):", "import time\n\ndef solution(x):\n    time.sleep(0.5)")
 
 
