@@ -3,9 +3,9 @@
 The first call of each size runs on the compile budget (launch._wait), so a deadlock there (a recv
 nobody sends: the commonest bug of a new kernel) used to wait out the whole deadline, and the
 process-group timeout that makes later hangs surface fast was the compile budget's. The budget is
-for compiling: a first call in which no process of the job does anything (no compile activity,
-procs.Activity, and no candidate process using CPU, its children included) for the job's
-process-group timeout is a hang. A rank that spins burns CPU and is left to the deadline, as are
+for compiling: while every rank is in its first call (or waits for its peers to end theirs), no
+process of the job doing anything (no compile activity, procs.Activity, and no candidate process
+using CPU, its children included) for the job's process-group timeout is a hang. A rank that spins burns CPU and is left to the deadline, as are
 ranks this host cannot see (a Slurm step on other nodes): there nothing can be told.
 """
 from __future__ import annotations
@@ -14,9 +14,10 @@ from ..procs import ACTIVE_CPU_S, cpu_times
 from ..protocol import SETUP_MARK
 
 
-def first_call(phases: dict[int, str]) -> bool:
-    """Some rank is in the first call of a size (or waits for its peers to finish theirs)."""
-    return any(SETUP_MARK in p for p in phases.values())
+def first_call(phases: dict[int, str], nproc: int) -> bool:
+    """Every rank is in the first call of a size, or waits for its peers to finish theirs: no
+    checker is doing work of its own then (a rank still making its inputs is not waited on)."""
+    return len(phases) == nproc and all(SETUP_MARK in p for p in phases.values())
 
 
 class Stall:
@@ -37,7 +38,7 @@ class Stall:
         used = any(cpu[p] - self.cpu.get(p, cpu[p]) >= ACTIVE_CPU_S for p in cpu)
         fresh = any(p not in self.cpu for p in cpu)
         self.cpu = cpu
-        if active or used or fresh or not visible or not first_call(phases) or self.busy_at is None:
+        if active or used or fresh or not visible or not first_call(phases, self.nproc) or self.busy_at is None:
             self.busy_at = now
 
     def reset(self, now: float) -> None:
