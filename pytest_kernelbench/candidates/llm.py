@@ -364,8 +364,10 @@ class ModelSource:
                         f"{self.model}: {what}: {line}. Check the provider's API key (e.g. OPENAI_API_KEY, "
                         f"ANTHROPIC_API_KEY), the model name and --kb-api-base. The remaining items of this model "
                         f"are skipped.", info, fatal=True) from None
-                down = isinstance(e, litellm.APIConnectionError) and s.api_base and unreachable(s.api_base)
-                if down:      # the server went away: no item of this model gets an answer now
+                # the server went away (litellm reports a refused connection as HTTP 500 "Connection
+                # error"): no item of this model gets an answer now, and retries only wait
+                down = s.api_base and unreachable(s.api_base)
+                if down:
                     self.ledger.mark_fatal(self.model, f"--kb-api-base {down}")
                     raise ApiFailure(f"{self.model}: --kb-api-base={s.api_base}: {down}: {line}. The remaining "
                                      "items of this model are skipped.", info, fatal=True) from None
