@@ -116,10 +116,11 @@ def _key_problem(model: str, api_base: str | None) -> str | None:
 PROBE_TIMEOUT_S = 3.0
 
 
-def unreachable(api_base: str) -> str | None:
+def unreachable(api_base: str, refused_only: bool = False) -> str | None:
     """Why nothing answers at `api_base`'s host and port (a refused connection is known at once:
     a local model server that is down cost every item its retries), or None when a TCP connection
-    opens. Only the connection is tried: no request, no key sent."""
+    opens (`refused_only`: None too when the host could not be reached, which may pass). Only the
+    connection is tried: no request, no key sent."""
     url = urllib.parse.urlsplit(api_base if "://" in api_base else f"http://{api_base}")
     try:
         port = url.port or (443 if url.scheme == "https" else 80)
@@ -132,6 +133,8 @@ def unreachable(api_base: str) -> str | None:
     except ConnectionRefusedError:
         return f"nothing listens at {url.hostname}:{port} (connection refused)"
     except OSError as e:     # no such host, no route, no answer within the probe's time
+        if refused_only:
+            return None
         return f"cannot connect to {url.hostname}:{port} ({e.strerror or type(e).__name__})"
     return None
 
@@ -366,7 +369,7 @@ class ModelSource:
                         f"are skipped.", info, fatal=True) from None
                 # the server went away (litellm reports a refused connection as HTTP 500 "Connection
                 # error"): no item of this model gets an answer now, and retries only wait
-                down = s.api_base and unreachable(s.api_base)
+                down = s.api_base and unreachable(s.api_base, refused_only=True)
                 if down:
                     self.ledger.mark_fatal(self.model, f"--kb-api-base {down}")
                     raise ApiFailure(f"{self.model}: --kb-api-base={s.api_base}: {down}: {line}. The remaining "

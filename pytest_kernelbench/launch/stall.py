@@ -5,8 +5,9 @@ nobody sends: the commonest bug of a new kernel) used to wait out the whole dead
 process-group timeout that makes later hangs surface fast was the compile budget's. The budget is
 for compiling: while every rank is in its first call (or waits for its peers to end theirs), no
 process of the job doing anything (no compile activity, procs.Activity, and no candidate process
-using CPU, its children included) for the job's process-group timeout is a hang. A rank that spins burns CPU and is left to the deadline, as are
-ranks this host cannot see (a Slurm step on other nodes): there nothing can be told.
+using CPU, its children included) for the job's process-group timeout is a hang. A rank that
+spins burns CPU and is left to the deadline, as are ranks this host cannot see (a Slurm step on
+other nodes): there nothing can be told.
 """
 from __future__ import annotations
 

@@ -241,8 +241,10 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
     1. a rank that died without a word (a signal other than the NCCL watchdog's abort, os._exit):
        `crash`; its peers then fail inside a collective.
     2. a rank whose own error is not a failed wait for peers: its category (runtime_error, ...).
-    3. a rank stopped by the launcher in candidate code while its peers timed out waiting for it:
-       `timeout` naming it (the rank that stopped progressing), then its peers.
+    3. a rank stopped by the launcher in candidate code while its peers timed out waiting for it,
+       or, where every error only says a rank waited in vain, the rank still in its call while
+       others returned from theirs (_still_calling): `timeout` naming it (the rank that stopped
+       progressing), then its peers. A peer's closed connection never leads.
     4. otherwise the first error, or the first rank the watchdog aborted (timed out waiting).
     Ranks that the launcher stopped (SIGTERM/SIGKILL) are consequences, unless rule 3 applies."""
     order = {"candidate": 0, "reference": 1, "harness": 2}
