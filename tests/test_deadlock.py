@@ -45,10 +45,13 @@ def solution(x):
 '''
 
 
-def test_a_first_call_deadlock_is_a_timeout_within_the_process_group_timeout(tmp_path):
+# default options (before: 308 s, "deadline of 300 s passed"); a short compile budget (before: its
+# process-group timeout, 60 s, then runtime_error)
+@pytest.mark.parametrize("options", [(), ("--kb-compile-timeout=30",)], ids=["defaults", "compile-timeout-30"])
+def test_a_first_call_deadlock_is_a_timeout_within_the_process_group_timeout(tmp_path, options):
     problems, solutions = make_tree(tmp_path, {"first_recv": FIRST_CALL_RECV})
     t0 = time.monotonic()
-    proc, doc = run(tmp_path, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2", timeout=120)
+    proc, doc = run(tmp_path, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2", *options, timeout=120)
     took = time.monotonic() - t0
     assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
     it = by_problem(doc)["collective/first_recv"]
