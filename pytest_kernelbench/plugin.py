@@ -88,6 +88,10 @@ def settings_from(config: pytest.Config) -> Settings:
             raise pytest.UsageError(str(e)) from None
     if v["nodes"] > 1 and v["launcher"] != "slurm":
         raise pytest.UsageError(f"--kb-nodes={v['nodes']}: an item spans nodes only with --kb-launcher=slurm")
+    if v["launcher"] == "slurm" and not os.environ.get("SLURM_JOB_ID"):
+        # else every item's srun fails, and each failure would be charged to its candidate as a crash
+        raise pytest.UsageError("--kb-launcher=slurm runs inside a Slurm allocation (salloc / sbatch): "
+                                "no SLURM_JOB_ID here")
     if v["resume"]:
         if not Path(v["resume"]).is_file() or not v["resume"].endswith(".jsonl"):
             raise pytest.UsageError(f"--kb-resume={v['resume']}: not a .jsonl report of an earlier run")

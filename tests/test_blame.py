@@ -312,3 +312,48 @@ def test_deadline_uses_the_stack_dumps_when_phases_are_alike(tmp_path):
     # in a log excerpt the harness's frames of the dump are folded away
     tail = logs_tail(job)
     assert "pytest_kernelbench" not in tail and "[1 harness frame]" in tail and "distributed_c10d.py" in tail
+
+
+GLOO_CLOSED = ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+               "[127.0.0.1]:50923. This is typically caused by a remote worker crashing.")
+
+
+def test_a_peers_closed_connection_never_leads(tmp_path):
+    """Rank 1 stops sending and waits in its own recv; ranks 0 and 2 returned from their calls and
+    time out in the reference's collective; rank 3's call loses its connection when a peer ends.
+    Every error only says a rank waited in vain: the rank still in its call leads (`timeout`), with
+    where it waited, and the closed connection is never first (before: rank 3's, as a runtime_error)."""
+    cand = tmp_path / "candidate" / "solution.py"
+    cand.parent.mkdir(parents=True)
+    cand.write_text("import torch.distributed as dist\ndef solution(x, buf):\n    dist.recv(buf, 0, tag=7)\n")
+    harness = ("/x/pytest_kernelbench/rank/candidate.py", 188, "run_batch")
+    call, ref = "size tiny, trial 1, candidate call", "size tiny, trial 1, reference call"
+    closed = {"rank": 3, "category": "runtime_error", "where": "candidate", "time": time.time() - 5,
+              "message": f"size tiny, trial 1: {GLOO_CLOSED}", "traceback": GLOO_CLOSED}
+    job = _job(tmp_path, {0: (25, ref), 1: (25, call), 2: (25, ref), 3: (25, call)},
+               errors={0: ("reference", f"the reference failed ({ref}): {GLOO_TIMEOUT}"),
+                       2: ("reference", f"the reference failed ({ref}): {GLOO_TIMEOUT}")},
+               logs={1: _dump(("/v/torch/distributed/distributed_c10d.py", 2799, "recv"), (str(cand), 3, "solution"),
+                              harness)},
+               torchrun=_summary((0, 3), (2, 3), (3, 3), (1, -15)))
+    (job / "error" / "rank3.json").write_text(json.dumps(closed))
+    out = outcome.classify(job, "t", 4, 1, candidate_path=str(cand))
+    assert out.category == "timeout", out.message
+    assert out.message.startswith(f'rank 1 stopped progressing in "{call}", at solution.py line 3 in solution(): '
+                                  "dist.recv(buf, 0, tag=7), waiting in torch.distributed"), out.message
+    assert out.message.index("rank 0: ") < out.message.index("Connection closed by peer"), out.message
+    # as a run left it (4 ranks on gloo): no rank stopped silently; the culprit's own wait ended by a
+    # peer's closed connection, its peers (back in the harness) timed out: the culprit still leads
+    (job / "error" / "rank1.json").write_text(json.dumps({**closed, "rank": 1, "traceback": (
+        f'Traceback (most recent call last):\n  File "{cand}", line 3, in solution\n    dist.recv(buf, 0, tag=7)\n'
+        '  File "/v/torch/distributed/distributed_c10d.py", line 2799, in recv\n    work.wait()\n' + GLOO_CLOSED)}))
+    (job / "logs" / "rank1.log").write_text("")
+    (job / "hb" / "rank3").write_text(f"{time.time() - 25:.3f} {ref}\n")
+    (job / "error" / "rank3.json").write_text(json.dumps({**closed, "where": "reference", "message": (
+        f"the reference failed ({ref}): {GLOO_TIMEOUT}"), "traceback": ""}))
+    out = outcome.classify(job, "t", 4, 1, candidate_path=str(cand))
+    assert out.category == "timeout", out.message
+    assert out.message.startswith(f'rank 1 stopped progressing in "{call}", at solution.py line 3 in solution(): '
+                                  "dist.recv(buf, 0, tag=7), waiting in torch.distributed (its peers timed out"), \
+        out.message
+    assert "Connection closed by peer" in out.message.split("rank 3: ")[1], out.message

@@ -180,6 +180,55 @@ def test_a_missing_api_key_is_a_usage_error_within_seconds(tmp_path, model, key)
     assert not (tmp_path / "reports").exists()          # no rank, no report
 
 
+def _needs_litellm() -> None:
+    """Skip without litellm, without importing it here (importorskip would, before the plugin sets
+    its offline price map, and litellm would then try to fetch one)."""
+    from pytest_kernelbench.candidates.llm import available
+    if not available():
+        pytest.skip("litellm is not installed (pip install '.[llm]')")
+
+
+def _free_port() -> int:
+    """A port nothing listens on (bound, then closed: connecting to it is refused)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.e2e
+def test_a_model_server_that_is_down_is_a_usage_error_within_seconds(tmp_path):
+    """A local model server that is down cost every item ~85 s of retries ("HTTP 500 after 6
+    attempts: Connection error"); a refused connection is known at once: one line before any item."""
+    _needs_litellm()
+    port = _free_port()
+    env = {**inner_env(), "OPENAI_API_KEY": "stub-key"}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider",
+                           str(Path(__file__).resolve().parent.parent / "problems"), "-k", "all_reduce or all_gather",
+                           "--kb-model=openai/kb-stub-model", f"--kb-api-base=http://127.0.0.1:{port}/v1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
+    took = time.monotonic() - t0
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout[-2000:] + proc.stderr[-2000:]
+    errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("ERROR")]
+    assert len(errors) == 1 and f"127.0.0.1:{port} (connection refused)" in errors[0], proc.stderr[-2000:]
+    assert took < 10, took
+    assert not (tmp_path / "reports").exists()
+
+
+def test_the_api_probe_tells_a_listening_server_from_none():
+    import socket
+
+    from pytest_kernelbench.candidates.llm import unreachable
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        assert unreachable(f"http://127.0.0.1:{s.getsockname()[1]}/v1") is None
+    port = _free_port()
+    assert unreachable(f"http://127.0.0.1:{port}") == f"nothing listens at 127.0.0.1:{port} (connection refused)"
+    assert "no host" in unreachable("http:///v1")
+
+
 SLOW = RING.replace("def solution(x):", "import time\n\ndef solution(x):\n    time.sleep(0.5)")
 
 
@@ -214,3 +263,27 @@ def test_the_speed_line_says_why_there_is_no_speed():
     assert "no item passed" in "\n".join(report.summary_lines(doc))
     doc["config"]["settings"]["timing"] = False
     assert "--kb-timing=off" in "\n".join(report.summary_lines(doc))
+
+
+@pytest.mark.e2e
+def test_a_model_server_that_goes_down_mid_run_stops_the_models_items(tmp_path, monkeypatch):
+    """The server answered the probe, then went away: the first refused call is not retried for a
+    minute, and the model's remaining items skip (the run's ledger, shared by xdist workers)."""
+    _needs_litellm()
+    from types import SimpleNamespace
+
+    from pytest_kernelbench.candidates import llm
+    monkeypatch.setenv("OPENAI_API_KEY", "stub-key")
+    monkeypatch.setenv("KB_LLM_BACKOFF_S", "2")
+    src = object.__new__(llm.ModelSource)
+    src.settings = SimpleNamespace(max_cost=None, request_timeout=5, retries=5,
+                                   api_base=f"http://127.0.0.1:{_free_port()}/v1")
+    src.model, src.params, src.ledger = "openai/kb-stub-model", {}, llm.Ledger(tmp_path, None)
+    llm.litellm_module()        # imported first: seconds on a loaded machine
+    t0 = time.monotonic()
+    with pytest.raises(llm.ApiFailure) as failed:
+        src._call([{"role": "user", "content": "hi"}], {})
+    assert time.monotonic() - t0 < 5 and failed.value.fatal and failed.value.info["attempts"] == 1
+    assert "(connection refused)" in failed.value.message and "remaining items" in failed.value.message
+    with pytest.raises(llm.Skipped, match="failed earlier in this run"):
+        src.ledger.check(src.model)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from pytest_kernelbench import launch
 
 
@@ -53,3 +55,66 @@ def test_a_scheduler_that_never_starts_the_ranks_ends_the_item_saying_so(tmp_pat
     reason = _wait(tmp_path, _QueuedRanks(queued_s=60.0, run_s=0.1), timeout_s=0.5)
     assert reason == ("the scheduler did not start the ranks within 1 s (the allocation's nodes stayed busy: "
                       "see logs/srun.log)")
+
+
+class _Running:
+    """Ranks that never exit by themselves (the launcher's deadline or stall check ends them)."""
+    agent, returncode = False, None
+
+    def __init__(self, nproc: int):
+        self.nproc = nproc
+
+    def poll(self):
+        return None
+
+
+class _Hunter:
+    def __init__(self, pids: set[int]):
+        self.pids = pids
+
+    def scan(self):
+        return set(self.pids)
+
+
+def _first_call(tmp_path, candidates: list, visible: bool = True, last: str | None = None):
+    """_wait on 2 ranks in their first call, each "candidate process" a real process (`candidates`),
+    under a 1 s stall limit and a 4 s deadline."""
+    from pytest_kernelbench.protocol import SETUP_MARK, JobLayout, heartbeat_record
+    layout = JobLayout(tmp_path)
+    layout.logs.mkdir(exist_ok=True)
+    layout.hb.mkdir(exist_ok=True)
+    for r, proc in enumerate(candidates):
+        phase = last if last and r == len(candidates) - 1 else f"size tiny, trial 0, candidate call {SETUP_MARK}"
+        layout.heartbeat(r).write_bytes(heartbeat_record(1, time.time(), phase))
+        layout.pids(r).write_text(f"{10**7 + r} {proc.pid} 0\n")
+    hunter = _Hunter({p.pid for p in candidates} if visible else set())
+    t0 = time.monotonic()
+    reason = launch._wait(_Running(len(candidates)), hunter, tmp_path, t0, 4.0, 600.0, [], hang_s=1.0)[0]
+    return reason, time.monotonic() - t0
+
+
+@pytest.mark.e2e
+def test_a_first_call_where_nothing_runs_is_a_hang_within_the_stall_limit(tmp_path):
+    """The first call runs on the compile budget, but one in which no candidate process uses CPU
+    (and nothing compiles) for the process-group timeout is a hang (launch/stall.py); a candidate
+    that burns CPU, ranks this host cannot see (a Slurm step's other nodes), or a rank not in its first
+    call (its checker at work) leave it to the deadline."""
+    import subprocess
+    import sys
+    idle = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        reason, took = _first_call(tmp_path, idle)
+        assert reason.startswith("a hang in the first call: no rank compiled or used CPU for 1 s"), reason
+        assert took < 3.5, took
+        reason, took = _first_call(tmp_path, [idle[0], busy])
+        assert reason == "deadline of 4 s passed", reason
+        reason, took = _first_call(tmp_path, idle, visible=False)
+        assert reason == "deadline of 4 s passed", reason
+        # a checker still making its inputs (its own CPU, not watched): its peer's first call waits on it
+        reason, took = _first_call(tmp_path, idle, last="size tiny, trial 0, inputs")
+        assert reason == "deadline of 4 s passed", reason
+    finally:
+        for p in [*idle, busy]:
+            p.kill()
+            p.wait()

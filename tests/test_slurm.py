@@ -255,6 +255,21 @@ def test_nodes_need_the_slurm_launcher(tmp_path):
     assert proc.returncode == 4 and "only with --kb-launcher=slurm" in proc.stderr, proc.stderr[-500:]
 
 
+def test_the_slurm_launcher_outside_an_allocation_is_a_usage_error(tmp_path):
+    """Outside an allocation every item's srun failed ("srun: fatal: Could not establish a
+    configuration source"), each charged to its candidate as a crash and kept as a leaderboard row:
+    now one line up front, before any item, as --kb-slurm-workers says it."""
+    env = {k: v for k, v in inner_env().items() if not k.startswith("SLURM_")}
+    proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider",
+                           str(REPO / "problems"), "-k", "all_reduce", "--kb-launcher=slurm"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout[-2000:] + proc.stderr[-2000:]
+    errors = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.startswith("ERROR")]
+    assert errors == ["ERROR: --kb-launcher=slurm runs inside a Slurm allocation (salloc / sbatch): no SLURM_JOB_ID "
+                      "here"], proc.stderr[-2000:]
+    assert not (tmp_path / "reports").exists() and "crash" not in proc.stdout    # no item ran, no report
+
+
 def test_readme_sbatch_recipe(cluster, tmp_path):
     """The sbatch script of docs/slurm.md, shrunk to this cluster: a batch job whose pytest spreads the items
     over worker steps on both nodes."""

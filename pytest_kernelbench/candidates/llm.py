@@ -20,7 +20,9 @@ import json
 import os
 import random
 import re
+import socket
 import time
+import urllib.parse
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,9 +75,19 @@ PROVIDER_KEYS = {"openai": ("OPENAI_API_KEY",), "anthropic": ("ANTHROPIC_API_KEY
 
 
 def preflight(model: str, api_base: str | None = None) -> str | None:
-    """Why `model` cannot be called at all, checked offline before any item runs (a missing key
-    used to cost every item a minute of retries): an unknown provider, or the provider's key
-    missing from the environment. None when it looks callable."""
+    """Why `model` cannot be called at all, checked before any item runs (a missing key used to
+    cost every item a minute of retries): an unknown provider, the provider's key missing from the
+    environment, or --kb-api-base's server not accepting a connection. None when it looks callable."""
+    problem = _key_problem(model, api_base)
+    if problem is None and api_base:
+        down = unreachable(api_base)
+        if down:
+            problem = (f"--kb-api-base={api_base}: {down}; start the model server or fix the address "
+                       "(every item would wait out its retries)")
+    return problem
+
+
+def _key_problem(model: str, api_base: str | None) -> str | None:
     provider = model.split("/", 1)[0] if "/" in model else None
     if provider in PROVIDER_KEYS:
         keys = PROVIDER_KEYS[provider]
@@ -98,6 +110,32 @@ def preflight(model: str, api_base: str | None = None) -> str | None:
         local = " (for a local OpenAI-compatible server, any value works)" if api_base else ""
         return (f"--kb-model={model}: {', '.join(missing)} is not set in the environment; "
                 f"export {missing[0]}=...{local}")
+    return None
+
+
+PROBE_TIMEOUT_S = 3.0
+
+
+def unreachable(api_base: str, refused_only: bool = False) -> str | None:
+    """Why nothing answers at `api_base`'s host and port (a refused connection is known at once:
+    a local model server that is down cost every item its retries), or None when a TCP connection
+    opens (`refused_only`: None too when the host could not be reached, which may pass). Only the
+    connection is tried: no request, no key sent."""
+    url = urllib.parse.urlsplit(api_base if "://" in api_base else f"http://{api_base}")
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+    except ValueError as e:
+        return f"not a URL ({e})"
+    if not url.hostname:
+        return "not a URL (no host)"
+    try:
+        socket.create_connection((url.hostname, port), timeout=PROBE_TIMEOUT_S).close()
+    except ConnectionRefusedError:
+        return f"nothing listens at {url.hostname}:{port} (connection refused)"
+    except OSError as e:     # no such host, no route, no answer within the probe's time
+        if refused_only:
+            return None
+        return f"cannot connect to {url.hostname}:{port} ({e.strerror or type(e).__name__})"
     return None
 
 
@@ -329,6 +367,13 @@ class ModelSource:
                         f"{self.model}: {what}: {line}. Check the provider's API key (e.g. OPENAI_API_KEY, "
                         f"ANTHROPIC_API_KEY), the model name and --kb-api-base. The remaining items of this model "
                         f"are skipped.", info, fatal=True) from None
+                # the server went away (litellm reports a refused connection as HTTP 500 "Connection
+                # error"): no item of this model gets an answer now, and retries only wait
+                down = s.api_base and unreachable(s.api_base, refused_only=True)
+                if down:
+                    self.ledger.mark_fatal(self.model, f"--kb-api-base {down}")
+                    raise ApiFailure(f"{self.model}: --kb-api-base={s.api_base}: {down}: {line}. The remaining "
+                                     "items of this model are skipped.", info, fatal=True) from None
                 timeout = isinstance(e, litellm.Timeout)
                 retryable = timeout or isinstance(e, litellm.APIConnectionError) or status in RETRY_STATUS
                 if not retryable or attempt == retries:

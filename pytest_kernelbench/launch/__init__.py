@@ -38,6 +38,7 @@ from .base import Launcher, LaunchError, Ranks
 from .env import SAFE_ENV, job_env
 from .jobs import read_phases, setup_phase
 from .keyservice import KeyService
+from .stall import Stall
 
 if TYPE_CHECKING:
     from .fork import RankServer
@@ -176,7 +177,7 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
         hunter = ProcessHunter(roots[0] if ranks.agent else roots, job.token, ignore=ranks.spared() or None)
         try:
             facts.timed_out, facts.compile_s, truncated = _wait(ranks, hunter, job_dir, t0, timeout_s,
-                                                                compile_timeout_s, job.builds)
+                                                                compile_timeout_s, job.builds, job.pg_timeout_s)
         except BaseException as e:
             # pytest-timeout's outer net, Ctrl-C, ...: never leave the job running behind us
             if isinstance(e, KeyboardInterrupt):
@@ -277,11 +278,14 @@ QUEUE_LIMIT_S = 300.0
 
 
 def _wait(ranks: Ranks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout_s: float,
-          compile_timeout_s: float, watch_dirs: list[str]) -> tuple[str | None, float, set[str]]:
+          compile_timeout_s: float, watch_dirs: list[str], hang_s: float | None = None
+          ) -> tuple[str | None, float, set[str]]:
     """Wait for the job under its deadline. Setup phases (importing the candidate, the first call of
     each size) are on the compile budget instead, but only while the job shows compile activity
     (procs.Activity): a rank that hangs in its first call while its peers wait meets the deadline,
-    not the compile budget. Neither is the time a scheduler takes to start the ranks (Ranks.queued)."""
+    not the compile budget; and a first call in which nothing of the job runs for `hang_s` (the
+    process-group timeout) is a hang at once (stall.py). Neither is the time a scheduler takes to
+    start the ranks (Ranks.queued)."""
     compile_s, queue_s, last, last_scan, truncated = 0.0, 0.0, t0, 0.0, set()
     layout = JobLayout(job_dir)
     activity, last_sample, active_at = Activity(watch_dirs + [str(layout.dir / "scratch")]), 0.0, -1e9
@@ -290,6 +294,7 @@ def _wait(ranks: Ranks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout
     idle = getattr(ranks, "idle", None) or time.sleep     # optional in base.Ranks
     queued = getattr(ranks, "queued", None) or (lambda: False)
     finishing = False
+    stall = Stall(hang_s, ranks.nproc) if hang_s else None
     while ranks.poll() is None:
         idle(0.005 if finishing else 0.05)      # the last phase: its end is looked for closely
         now = time.monotonic()
@@ -299,10 +304,18 @@ def _wait(ranks: Ranks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout
         if setup and now - last_sample >= ACTIVITY_EVERY_S:
             checkers, candidates = _job_pids(layout, ranks.nproc)
             importing = {pid for r, pid in candidates.items() if phases.get(r) == "import candidate"}
-            if activity.sample(hunter.scan() - agent - checkers, set(candidates.values()), importing):
+            job_pids = hunter.scan()
+            active = activity.sample(job_pids - agent - checkers, set(candidates.values()), importing)
+            if active:
                 active_at = now
+            if stall:
+                stall.sample(now, phases, candidates, job_pids, active)
             last_sample = now
+        elif stall and not setup:
+            stall.reset(now)
         if queued():
+            if stall:
+                stall.reset(now)
             queue_s += now - last    # nor does a scheduler that has not started the ranks yet
         elif setup and now - active_at <= ACTIVITY_HOLD_S:
             compile_s += now - last  # compiling a CUDA candidate does not eat the run's deadline
@@ -319,6 +332,8 @@ def _wait(ranks: Ranks, hunter: ProcessHunter, job_dir: Path, t0: float, timeout
                          "allocation's nodes stayed busy: see logs/srun.log)")
         elif now - t0 - compile_s - queue_s > timeout_s:
             timed_out = f"deadline of {timeout_s:.0f} s passed"
+        elif stall and stall.stalled(now):
+            timed_out = stall.reason()
         if timed_out:
             break
     return timed_out, compile_s, truncated

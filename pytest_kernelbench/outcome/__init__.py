@@ -19,8 +19,8 @@ from pathlib import Path
 from ..launch import LaunchFacts
 from ..launch.jobs import read_heartbeats, read_phases, setup_phase
 from ..protocol import ExitFacts, Failure, JobLayout, Outcome, done_mark, outcome_of
-from .logs import (TAIL_CHARS, clean_log, drop_cpp_frames, exception_text, harness_frame, logs_tail, stopped_at, tail,
-                   trim_traceback, waited_error, watchdog_line)
+from .logs import (TAIL_CHARS, clean_log, drop_cpp_frames, exception_text, harness_frame, logs_tail, lost_peer,
+                   raised_at, stopped_at, tail, trim_traceback, waited_error, watchdog_line)
 
 __all__ = ["LaunchOutcome", "classify", "clean_log", "deadline_message", "drop_cpp_frames", "judge", "logs_tail",
            "read_heartbeats", "read_phases", "setup_phase"]
@@ -189,13 +189,33 @@ def _blamed(states: dict, stopped: list[int]) -> list[int]:
     return [r for r in inside if states[r]["phase"] == states[first]["phase"]]
 
 
+def _still_calling(states: dict) -> list[int]:
+    """The ranks that never returned from a candidate call (blocked in torch.distributed, say: a
+    recv nobody sends) while some other rank returned from it and waits in the harness: they are
+    where the job stopped, whatever their stacks show. [] when every rank is in a call, or none.
+    Of several, a rank whose wait ended because a peer went away is a consequence: those still
+    waiting when stopped come first, then those whose wait timed out."""
+    calling = [r for r, st in states.items() if candidate_phase(st["phase"])]
+    if not 0 < len(calling) < len(states):
+        return []
+
+    def tier(r: int) -> int:
+        e = states[r]["error"]
+        return 0 if e is None else 2 if lost_peer(e) else 1
+    best = min(tier(r) for r in calling)
+    return [r for r in calling if tier(r) == best]
+
+
 def _who(ranks: list[int]) -> str:
     return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(str(r) for r in ranks)
 
 
-def _stopped_head(states: dict, blamed: list[int]) -> str:
+def _stopped_head(states: dict, blamed: list[int], candidate_path: str | None = None) -> str:
     st = states[blamed[0]]
-    where = f", at {st['at']['where']}" if st["at"] and st["at"]["where"] else ""
+    at = st["at"]["where"] if st["at"] and st["at"]["where"] else None
+    if at is None and st["error"]:      # no stack dump: where its own (waited) error left candidate code
+        at = raised_at(st["error"].get("traceback", ""), candidate_path)
+    where = f", at {at}" if at else ""
     return f'{_who(blamed)} stopped progressing in "{st["phase"]}"{where}'
 
 
@@ -208,7 +228,7 @@ def deadline_message(reason: str, job_dir: Path, phases: dict, candidate_path: s
         st["phase"] = phases[r]
     if not states:
         return f"{reason} (no rank reported a phase)"
-    blamed = _blamed(states, sorted(states))
+    blamed = _blamed(states, sorted(states)) or _still_calling(states)
     if blamed and len(blamed) < len(states):
         peers = "; ".join(_describe(states[r], False) for r in sorted(states) if r not in blamed)
         return (f"{_stopped_head(states, blamed)} ({reason}; {'its' if len(blamed) == 1 else 'their'} peers "
@@ -221,12 +241,15 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
     1. a rank that died without a word (a signal other than the NCCL watchdog's abort, os._exit):
        `crash`; its peers then fail inside a collective.
     2. a rank whose own error is not a failed wait for peers: its category (runtime_error, ...).
-    3. a rank stopped by the launcher in candidate code while its peers timed out waiting for it:
-       `timeout` naming it (the rank that stopped progressing), then its peers.
+    3. a rank stopped by the launcher in candidate code while its peers timed out waiting for it,
+       or, where every error only says a rank waited in vain, the rank still in its call while
+       others returned from theirs (_still_calling): `timeout` naming it (the rank that stopped
+       progressing), then its peers. A peer's closed connection never leads.
     4. otherwise the first error, or the first rank the watchdog aborted (timed out waiting).
     Ranks that the launcher stopped (SIGTERM/SIGKILL) are consequences, unless rule 3 applies."""
     order = {"candidate": 0, "reference": 1, "harness": 2}
-    errors = sorted(errors, key=lambda e: (order.get(e.get("where"), 3), e.get("time", 0)))
+    # a peer's closed connection is a consequence: never the first error, wherever it was raised
+    errors = sorted(errors, key=lambda e: (lost_peer(e), order.get(e.get("where"), 3), e.get("time", 0)))
     exits, root, launcher_log = failed_exits(job_dir)
     states = _rank_states(job_dir, candidate_path, nproc, errors, exits)
     summary = any(st["exit"] is not None for st in states.values())
@@ -267,11 +290,18 @@ def _blame(job_dir: Path, candidate_path: str | None, nproc: int, rc: int, error
               or (st["error"] is None and st["watchdog"])]
     stopped = [r for r in silent if not states[r]["watchdog"] and (states[r]["exit"] in stop_codes or not summary)]
     blamed = _blamed(states, stopped) if waited else []
+    if waited and not blamed:
+        # every error says only that a rank waited in vain (a timeout, a peer's connection closed:
+        # consequences): the cause is the rank that never returned from its call while the others did
+        blamed = _still_calling(states)
     if blamed:
         n = len(blamed)
         peers = "; ".join(_describe(states[p]) for p in sorted(states) if p not in blamed)
-        msg = (f"{_stopped_head(states, blamed)} ({'its' if n == 1 else 'their'} peers timed out waiting for "
-               f"{'it' if n == 1 else 'them'}: {peers})")
+        msg = (f"{_stopped_head(states, blamed, candidate_path)} ({'its' if n == 1 else 'their'} peers timed out "
+               f"waiting for {'it' if n == 1 else 'them'}: {peers})")
+        own = [r for r in blamed if states[r]["error"]]
+        if own:
+            msg += f" [rank {own[0]}'s own wait then failed too: {exception_text(states[own[0]]['error'])}]"
         return LaunchOutcome(Outcome.FAILED, Failure.TIMEOUT, msg, returncode=rc,
                              log_tail=logs_tail(job_dir, set(blamed) | set(waited[:1])))
     if errors:

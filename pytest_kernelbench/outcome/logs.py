@@ -125,14 +125,49 @@ _WAITED = PEER_LOST
 _WATCHDOG = re.compile(r"(?:Watchdog caught collective operation timeout|collective operation timeout)[^\n]*", re.I)
 
 
+# of those, one that says a peer went away (its process ended): a consequence of whatever ended it
+_LOST = re.compile(r"connection (?:closed|reset)|broken pipe|remote process exited|ncclRemoteError", re.I)
+
+
 def waited_error(e: dict) -> bool:
     return e.get("category") == Failure.TIMEOUT or bool(_WAITED.search(exception_text(e)))
+
+
+def lost_peer(e: dict) -> bool:
+    return bool(_LOST.search(exception_text(e)))
 
 
 def watchdog_line(log: str) -> str | None:
     """The NCCL watchdog's report of a collective that timed out waiting for peers, if any."""
     m = _WATCHDOG.search(log)
     return _clip(m.group(0), 240) if m else None
+
+
+def raised_at(tb: str, candidate_path: str | None = None) -> str | None:
+    """Where a rank's own error left candidate code, from its traceback (innermost candidate frame):
+    "solution.py line 24 in solution(): dist.recv(buf, 0), waiting in torch.distributed", as
+    stopped_at says it for a stack dump; None without a candidate frame."""
+    frames = _TB_FRAME.findall(tb or "")
+    own = [i for i, (f, _, _) in enumerate(frames) if _candidate_file(f, candidate_path)]
+    if not own:
+        return None
+    f, n, fn = frames[own[-1]]
+    inner = [g.replace(os.sep, "/") for g, _, _ in frames[own[-1] + 1:]]
+    return _where(f, int(n), fn) + (", waiting in torch.distributed" if any("/torch/distributed/" in g for g in inner)
+                                    else "")
+
+
+def _candidate_file(f: str, candidate_path: str | None) -> bool:
+    return bool(candidate_path and os.path.abspath(f) == os.path.abspath(candidate_path)) or \
+        f.replace(os.sep, "/").endswith("/candidate/solution.py")
+
+
+def _where(f: str, n: int, fn: str) -> str:
+    try:
+        src = Path(f).read_text(errors="replace").splitlines()[n - 1].strip()
+    except (OSError, IndexError):
+        src = ""
+    return f"{os.path.basename(f)} line {n} in {fn}()" + (f": {_clip(src, 100)}" if src else "")
 
 
 _THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]+.*\(most recent call first\):\s*$")
@@ -160,21 +195,12 @@ def stopped_at(log: str, candidate_path: str | None = None) -> dict | None:
         return None
     frames = main[-1]
 
-    def candidate_file(f: str) -> bool:
-        return bool(candidate_path and os.path.abspath(f) == os.path.abspath(candidate_path)) or \
-            f.replace(os.sep, "/").endswith("/candidate/solution.py")
-
     top = frames[0][0].replace(os.sep, "/")
     waiting = "/torch/distributed/" in top or "pytest_kernelbench" in top
-    own = next(((f, n, fn) for f, n, fn in frames if candidate_file(f)), None)
+    own = next(((f, n, fn) for f, n, fn in frames if _candidate_file(f, candidate_path)), None)
     where = None
     if own:
-        f, n, fn = own
-        try:
-            src = Path(f).read_text(errors="replace").splitlines()[n - 1].strip()
-        except (OSError, IndexError):
-            src = ""
-        where = f"{os.path.basename(f)} line {n} in {fn}()" + (f": {_clip(src, 100)}" if src else "")
+        where = _where(*own)
         if waiting:
             where += ", waiting in " + ("torch.distributed" if "/torch/distributed/" in top else "the harness")
     return {"in_candidate": bool(own) and not waiting, "where": where}
