@@ -144,12 +144,19 @@ def mount_namespace(paths: Iterable[str], ident: Identity) -> list[str] | None:
 def switch(ident: Identity) -> bool:
     """setgroups([]), setresgid, setresuid to `ident` (needs CAP_SETUID/CAP_SETGID: before the
     capabilities are cleared). Leaving uid 0 clears the permitted and effective capabilities."""
+    parent = os.getppid()
     try:
         os.setgroups([])
         os.setresgid(ident.gid, ident.gid, ident.gid)
         os.setresuid(ident.uid, ident.uid, ident.uid)
     except OSError:
         return False
+    # a change of credentials clears the parent-death signal: armed again, or a checker killed
+    # with -9 left its solver processes running (tests/test_resume_and_user_errors.py)
+    from ..procs import die_with_parent
+    die_with_parent()
+    if os.getppid() != parent:       # the checker died before the signal was armed again
+        os._exit(70)
     return os.getresuid() == (ident.uid,) * 3 and os.getresgid() == (ident.gid,) * 3
 
 

@@ -37,7 +37,7 @@ class Seal:
 
     def seal(self, names: tuple[str, ...] = GUARDED_ENV) -> str:
         """Copy, protect, seal; what is in force, in words (for the log)."""
-        ptrs = _array(self.environ.value)
+        ptrs = _array(self.environ.value or 0)
         wanted = {n.encode() for n in names}
         strings = {i: ctypes.string_at(p) for i, p in enumerate(ptrs)}
         strings = {i: s for i, s in strings.items() if s.split(b"=", 1)[0] in wanted}
@@ -80,7 +80,7 @@ class Seal:
 
 
 def _array(p: int) -> list[int]:
-    out = []
+    out: list[int] = []
     while p:
         v = ctypes.c_void_p.from_address(p + 8 * len(out)).value
         if not v:

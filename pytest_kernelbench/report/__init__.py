@@ -228,7 +228,7 @@ def skip_line(reasons: dict[str, int], most: int = 4, width: int = 100) -> str:
 def summary_lines(doc: dict) -> list[str]:
     a = doc["aggregates"]
     counted = f"{a['passed']}/{a['total']}"
-    extra = [f"{a['failed']} failed"] + ([_plural(a["errors"], "error")] if a.get("errors") else [])
+    extra = [f"{a['failed']} failed"] + ([_plural(a["errors"], Outcome.ERROR.value)] if a.get("errors") else [])
     extra.append(f"{a['skipped']} skipped, not counted")
     lines = [f"pass rate {_fmt(a['pass_rate'], '{:.1%}')} ({counted}; {', '.join(extra)})"]
     if not a["total"]:
