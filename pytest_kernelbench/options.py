@@ -96,6 +96,9 @@ OPTIONS: list[Option] = [
     Option("pkb-backend", str, "cuda", "cuda | triton | parallelkittens: which PKB candidates --kb-solutions holds "
            "(<N>_<name>_<backend>.py, or the names of PKB's published solutions)",
            choices=("cuda", "triton", "parallelkittens")),
+    Option("per-size", bool, False, "print a row per item and size after the table: nccl-tests' size S in bytes, "
+           "reference and candidate time (median and p99 over the rounds, each round the max over ranks), algbw and "
+           "busbw (GB/s; busbw where problem.yaml declares its collective), speedup with its band, roofline share"),
     Option("compare", str, None, "an earlier JSON report: print this run's per-item and aggregate deltas against "
            "it under the summary (kernelbench compare BASE NEW does the same from two reports)", path=True),
     Option("compare-fail", str, None, "with --kb-compare: fail the session on a regression, e.g. speedup:5%,pass "

@@ -311,6 +311,11 @@ class ReportWriter:
             for line in report.table(self.doc["items"]):
                 tr.write_line(line)
             tr.write_line("")
+            if self.run.settings.per_size:
+                from .report import persize
+                for line in persize.table(self.doc["items"]):
+                    tr.write_line(line)
+                tr.write_line("")
         for line in report.summary_lines(self.doc):
             tr.write_line(line)
         tr.write_line(f"report: {self.run.json_path}  (per-item log: {self.run.jsonl_path})")

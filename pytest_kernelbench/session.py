@@ -21,7 +21,7 @@ from .candidates import copies, safety
 from .launch import registry, slurm_workers
 from .launch.base import Launcher
 from .launch.gpus import GpuPool
-from .metrics import roofline
+from .metrics import devnums, roofline
 from .options import DEFAULT_TIMEOUT_S, Settings, per_item
 from .outcome import LaunchOutcome, judge
 from .pkb.checkout import is_pkb
@@ -248,6 +248,9 @@ class KBSession:
         if native is None and candidate.origin:     # a native job's file is spliced: its lines are not the user's
             own_path(record, job.candidate_path, candidate.origin)
         metrics.annotate_metric(record.sizes, problem.metric)
+        devnums.annotate(record.sizes, problem.busbw, problem.scale, placement.world_size)
+        if problem.busbw:
+            record.busbw = problem.busbw
         record.job_dir = str(job_dir)
         if record.outcome == Outcome.PASSED and not self.settings.keep_jobs:
             launch.remove_job_dir(job_dir)
