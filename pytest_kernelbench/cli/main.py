@@ -1,7 +1,7 @@
 """`kernelbench`: what to do with reports once runs are done.
 
     kernelbench leaderboard REPORT... [--html FILE] [--png DIR] [--md FILE] [--json FILE]
-    kernelbench compare BASE NEW [--fail-on=speedup:5%,pass]      exit 1 on a regression
+    kernelbench compare BASE NEW [--fail-on=speedup:5%,pass,latency:15%,busbw:5%] [--per-size]   exit 1 on a regression
     kernelbench export REPORT... --format jsonl|parquet -o FILE    one row per attempt
     kernelbench suite-table | overhead REPORT [--md FILE]          post-processors of GPU runs
     kernelbench fidelity OUTDIR [--runs N] [--world W]             timing fidelity (GPU machine)
@@ -62,6 +62,7 @@ def _leaderboard(a: argparse.Namespace) -> int:
 
 def _compare(a: argparse.Namespace) -> int:
     result = cmp.compare(reports.load(a.base), reports.load(a.new), cmp.parse_fail_on(a.fail_on))
+    result.per_size = result.per_size or a.per_size
     print("\n".join(result.lines()))
     return 1 if result.failed else 0
 
@@ -127,7 +128,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("new")
     c.add_argument("--fail-on", default="speedup:5%,pass",
                    help="which regressions fail: speedup[:N%%] (beyond the noise bands), pass, or none "
-                        "(default: speedup:5%%,pass)")
+                        "(default: speedup:5%%,pass); per size: latency[:N%%] (candidate median time up, default "
+                        "15%%), busbw[:N%%] (its busbw, else algbw, down, default 5%%)")
+    c.add_argument("--per-size", action="store_true", help="print the per-size table: candidate latency (us) and "
+                   "busbw/algbw (GB/s) of each size timed on GPUs in both, with deltas (shown anyway with latency/busbw)")
     c.set_defaults(run=_compare)
     ex = sub.add_parser("export", help="one row per attempt, for post-training")
     ex.add_argument("reports", nargs="+")
