@@ -76,6 +76,9 @@ OPTIONS: list[Option] = [
            "hangs surface fast; the first call of each size gets the compile budget instead)"),
     Option("sizes", str, None, "comma-separated size names (default: tiny on CPU, every other size on CUDA)",
            convert=_sizes),
+    Option("sweep", str, None, "BEGIN:END:FACTOR (nccl-tests' -b/-e/-f; sizes with K/M/G, e.g. 8K:256M:2): run each "
+           "size S from BEGIN to END, times FACTOR, of the problems whose problem.yaml declares the size field that "
+           "scales (scale); named sizes still run when --kb-sizes names them; other problems skip"),
     Option("trials", int, 2, "correctness trials per size, each on fresh inputs", positive=True),
     Option("timing", str, "on", "on | off", choices=("on", "off"), convert=lambda v: v == "on"),
     Option("timing-rounds", int, None, "timed rounds per size (at least 5; an odd count is rounded up to even)",

@@ -133,6 +133,12 @@ def _check_compare(v: dict):
 
 def _check_gates(v: dict):
     from .metrics import gates
+    from .spec.bandwidth import parse_sweep
+    if v["sweep"]:
+        try:
+            parse_sweep(v["sweep"])
+        except ValueError as e:
+            raise pytest.UsageError(f"--kb-sweep: {e}") from None
     for name, kind in (("min-busbw", "busbw"), ("max-latency", "latency")):
         try:
             gates.parse(v[name], kind)

@@ -10,7 +10,8 @@
       max: 524288              # optional: the largest field value the problem promises (sweeps stop there)
 
 nccl-tests (doc/PERFORMANCE.md): algbw = S / t; busbw = algbw * factor(n), S in bytes, GB/s = 1e9
-bytes per second. No pytest, no torch: spec, metrics, report and cli all read this.
+bytes per second. --kb-sweep=BEGIN:END:FACTOR (nccl-tests' -b/-e/-f) makes sizes of S from BEGIN to
+END through the scaled field. No pytest, no torch: spec, metrics, report and cli all read this.
 """
 from __future__ import annotations
 
@@ -110,3 +111,64 @@ def parse(data: dict, dtype: str, sizes: dict) -> tuple[str | None, Scale | None
     if top is not None and (not isinstance(top, int) or isinstance(top, bool) or top < multiple):
         raise DeclarationError(f"field 'scale.max' must be an integer >= scale.multiple ({multiple}), got {top!r}")
     return collective, Scale(name, eb, world, multiple, top)
+
+
+# ---- sweeps: nccl-tests' -b BEGIN -e END -f FACTOR -------------------------------------------------
+_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_bytes(text: str) -> int:
+    """8K, 256M, 1G, 4096 (binary multiples, as nccl-tests reads -b/-e); ValueError otherwise."""
+    t = text.strip().upper().removesuffix("B")
+    unit = t[-1:] if t[-1:] in ("K", "M", "G") else ""
+    digits = t[:len(t) - len(unit)]
+    if not digits.isdigit() or int(digits) < 1:
+        raise ValueError(f"{text!r}: expected a size in bytes such as 8K, 256M, 1G or 4096")
+    return int(digits) * _SUFFIX[unit]
+
+
+def parse_sweep(text: str) -> tuple[int, int, int]:
+    """BEGIN:END:FACTOR (FACTOR defaults to 2) -> bytes, bytes, factor; ValueError says what is wrong."""
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(f"{text!r}: expected BEGIN:END:FACTOR, e.g. 8K:256M:2")
+    begin, end = parse_bytes(parts[0]), parse_bytes(parts[1])
+    if end < begin:
+        raise ValueError(f"{text!r}: END is smaller than BEGIN")
+    try:
+        step = int(parts[2]) if len(parts) == 3 else 2
+    except ValueError:
+        raise ValueError(f"{text!r}: FACTOR must be an integer >= 2") from None
+    if step < 2:
+        raise ValueError(f"{text!r}: FACTOR must be an integer >= 2")
+    return begin, end, step
+
+
+def sweep_bytes(begin: int, end: int, step: int) -> list[int]:
+    """begin, begin x step, ... up to end (nccl-tests' -f): the sizes S of a sweep."""
+    out, n = [], begin
+    while n <= end:
+        out.append(n)
+        n *= step
+    return out
+
+
+def size_name(nbytes: int) -> str:
+    """A swept size's name: its S as nccl-tests spells -b/-e (8K, 256M), else the bytes."""
+    for suffix, unit in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if nbytes >= unit and nbytes % unit == 0:
+            return f"{nbytes // unit}{suffix}"
+    return str(nbytes)
+
+
+def sweep_configs(scale: Scale, base: dict, world_size: int, sweep: tuple[int, int, int]) -> dict[str, dict]:
+    """name -> size config for each S of the sweep, the scaled field rounded to its multiple (two
+    S that round to one config run once), past the field's max left out (the problem promises no more)."""
+    out: dict[str, dict] = {}
+    for nbytes in sweep_bytes(*sweep):
+        cfg = scale.config_for(nbytes, world_size, base)
+        if scale.max is not None and cfg[scale.field] > scale.max:
+            continue
+        name = size_name(scale.size_bytes(cfg, world_size) or nbytes)
+        out.setdefault(name, cfg)
+    return out

@@ -354,3 +354,8 @@ class Placement:
     device: str
     world_size: int
     sizes: list
+    swept: dict = field(default_factory=dict)     # --kb-sweep: name -> config of each swept size
+
+    def config(self, problem: Problem, name: str) -> dict:
+        """A size's config: a swept one's, else problem.yaml's."""
+        return self.swept[name] if name in self.swept else problem.sizes[name]
