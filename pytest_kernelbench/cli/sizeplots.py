@@ -2,7 +2,7 @@
 candidate's and the reference's, log-log: the picture a kernel developer looks for first (a sweep,
 --kb-sweep, gives it its points). The numbers are the report's: each size's nccl-tests size S
 (bytes_per_rank), median time per call (p99 as the band's top) and busbw_GBps (algbw_GBps where the
-problem declares no collective). An item without bytes per size (no problem.yaml scale) or with no
+problem declares no collective, or at W = 1, where busbw is 0). An item without bytes per size (no problem.yaml scale) or with no
 timed size is left out with the reason. PNGs are at least plots.MIN_PX wide, as the board's."""
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def item_plot(item: dict) -> Plot:
     sizes, why = _points(item)
     if not sizes:
         return Plot(stem(item), title, None, why)
-    unit = "busbw" if any(s.get("busbw_GBps") for s in sizes) else "algbw"
+    # busbw is 0 at W = 1 (nccl-tests' factors): then algbw, which still says something
+    unit = "busbw" if any(v for s in sizes for v in (s.get("busbw_GBps") or {}).values()) else "algbw"
     fig = _figure(WIDE, 3.6, px=WIDE_PX)
     lat, bw = fig.subplots(1, 2)
     xs = [s["bytes_per_rank"] for s in sizes]
@@ -66,7 +67,7 @@ def item_plot(item: dict) -> Plot:
         ax.set_xlabel("size S (bytes, nccl-tests)", fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-        ax.tick_params(axis="y", labelsize=7)
+        ax.tick_params(axis="y", which="both", labelsize=7)
     note = "" if item.get("device") == "cuda" else "cpu (gloo): the times exercise the protocol, no GPU speed"
     fig.suptitle(title + (f"\n{note}" if note else ""), fontsize=9)
     legend_outside(fig, handles, labels, most=2)
