@@ -76,6 +76,9 @@ OPTIONS: list[Option] = [
            "hangs surface fast; the first call of each size gets the compile budget instead)"),
     Option("sizes", str, None, "comma-separated size names (default: tiny on CPU, every other size on CUDA)",
            convert=_sizes),
+    Option("sweep", str, None, "BEGIN:END:FACTOR (nccl-tests' -b/-e/-f; sizes with K/M/G, e.g. 8K:256M:2): run each "
+           "size S from BEGIN to END, times FACTOR, of the problems whose problem.yaml declares the size field that "
+           "scales (scale); named sizes still run when --kb-sizes names them; other problems skip"),
     Option("trials", int, 2, "correctness trials per size, each on fresh inputs", positive=True),
     Option("timing", str, "on", "on | off", choices=("on", "off"), convert=lambda v: v == "on"),
     Option("timing-rounds", int, None, "timed rounds per size (at least 5; an odd count is rounded up to even)",
@@ -96,10 +99,19 @@ OPTIONS: list[Option] = [
     Option("pkb-backend", str, "cuda", "cuda | triton | parallelkittens: which PKB candidates --kb-solutions holds "
            "(<N>_<name>_<backend>.py, or the names of PKB's published solutions)",
            choices=("cuda", "triton", "parallelkittens")),
+    Option("per-size", bool, False, "print a row per item and size after the table: nccl-tests' size S in bytes, "
+           "reference and candidate time (median and p99 over the rounds, each round the max over ranks), algbw and "
+           "busbw (GB/s; busbw where problem.yaml declares its collective), speedup with its band, roofline share"),
+    Option("min-busbw", str, None, "fail the session when a passed GPU item's candidate busbw is below a bound: "
+           "GB/s, or [ITEM][@SIZE]=GB/s,... (ITEM a glob over problem ids, SIZE a size name or bytes such as 256M); "
+           "without @SIZE the mean over the item's sizes, nccl-tests' Avg bus bandwidth"),
+    Option("max-latency", str, None, "fail the session when a passed GPU item's candidate median time per call "
+           "exceeds a bound: TIME (us; or ms, s), or [ITEM][@SIZE]=TIME,... (without @SIZE: every size)"),
     Option("compare", str, None, "an earlier JSON report: print this run's per-item and aggregate deltas against "
            "it under the summary (kernelbench compare BASE NEW does the same from two reports)", path=True),
     Option("compare-fail", str, None, "with --kb-compare: fail the session on a regression, e.g. speedup:5%,pass "
-           "(a speed drop past 5% outside the noise bands; an item that passed before and not now)"),
+           "(a speed drop past 5% outside the noise bands; an item that passed before and not now); per size, "
+           "latency:15% (the candidate's median time up) and busbw:5% (its busbw, else algbw, down)"),
     # model generation: candidates written by a model through litellm (pip install 'pytest-kernelbench[llm]')
     Option("model", str, None, "litellm model string (e.g. anthropic/claude-opus-4-7): the model writes every "
            "candidate"),

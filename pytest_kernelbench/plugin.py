@@ -108,6 +108,7 @@ def settings_from(config: pytest.Config) -> Settings:
         raise pytest.UsageError("--kb-solutions-only needs --kb-solutions=DIR")
     _check_model_options(v)
     _check_compare(v)
+    _check_gates(v)
     if v["allow-multicast"] and not hardware.multicast_supported():
         raise pytest.UsageError("--kb-allow-multicast: this machine reports no NVLink multicast support")
     return options.settings(v)
@@ -128,6 +129,21 @@ def _check_compare(v: dict):
         parse_fail_on(v["compare-fail"])
     except ValueError as e:
         raise pytest.UsageError(f"--kb-compare-fail: {e}") from None
+
+
+def _check_gates(v: dict):
+    from .metrics import gates
+    from .spec.bandwidth import parse_sweep
+    if v["sweep"]:
+        try:
+            parse_sweep(v["sweep"])
+        except ValueError as e:
+            raise pytest.UsageError(f"--kb-sweep: {e}") from None
+    for name, kind in (("min-busbw", "busbw"), ("max-latency", "latency")):
+        try:
+            gates.parse(v[name], kind)
+        except ValueError as e:
+            raise pytest.UsageError(f"--kb-{name}: {e}") from None
 
 
 def _check_model_options(v: dict):

@@ -226,6 +226,8 @@ class ReportWriter:
         self.doc: dict | None = None
         self.interrupted: dict | None = None
         self.comparison: Comparison | None = None      # --kb-compare: cli.compare.Comparison
+        self.gate_misses: dict[str, list[str]] | None = None    # --kb-min-busbw / --kb-max-latency
+        self.gate_lines: list[str] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         nodeid = report.nodeid
@@ -266,11 +268,15 @@ class ReportWriter:
         if self.run.pkb:
             config["pkb"] = self.run.pkb
         self.interrupted = self._interrupted(exitstatus, args)
+        self.gate_misses = self._gate(items)
         self.doc = report.write_json(self.run.json_path, self.run.machine, config, items, self.interrupted)
+        if self.gate_misses and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.run.settings.compare:
             from .report import diff as compare
             self.comparison = compare.against(self.run.settings.compare, {**self.doc, "path": str(self.run.json_path)},
                                               self.run.settings.compare_fail)
+            self.comparison.per_size = self.comparison.per_size or bool(self.run.settings.per_size)
             if self.comparison.failed and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED   # as pytest-benchmark's --benchmark-compare-fail
         run_dir = self.run.json_path.with_suffix("")
@@ -279,6 +285,23 @@ class ReportWriter:
                 d.rmdir()
             except OSError:
                 pass
+
+    def _gate(self, items: list[dict]) -> dict[str, list[str]] | None:
+        """--kb-min-busbw / --kb-max-latency: each item's misses go into its record (`gates`); None
+        when no gate was asked for."""
+        s = self.run.settings
+        if not (getattr(s, "min_busbw", None) or getattr(s, "max_latency", None)):
+            return None
+        from .metrics import gates
+        wanted = gates.parse(s.min_busbw, "busbw") + gates.parse(s.max_latency, "latency")
+        found = {}
+        for rec in items:
+            missed = gates.misses(rec, wanted)
+            if missed:
+                rec["gates"] = missed
+                found[rec.get("nodeid") or "?"] = missed
+        self.gate_lines = [g.describe() for g in wanted]
+        return found
 
     def _interrupted(self, exitstatus: int | pytest.ExitCode, args: list[str]) -> dict | None:
         """Selected items that never finished (Ctrl-C, -x/--maxfail): how many, why, and the command
@@ -311,6 +334,11 @@ class ReportWriter:
             for line in report.table(self.doc["items"]):
                 tr.write_line(line)
             tr.write_line("")
+            if self.run.settings.per_size:
+                from .report import persize
+                for line in persize.table(self.doc["items"]):
+                    tr.write_line(line)
+                tr.write_line("")
         for line in report.summary_lines(self.doc):
             tr.write_line(line)
         tr.write_line(f"report: {self.run.json_path}  (per-item log: {self.run.jsonl_path})")
@@ -318,6 +346,12 @@ class ReportWriter:
             stop = self.doc["interrupted"]
             tr.write_line(f"INCOMPLETE: {stop['reason']}; {stop['left']} selected item(s) did not run. "
                           f"Continue with: {stop['resume']}", yellow=True, bold=True)
+        if self.gate_misses is not None:
+            tr.write_sep("-", "kernelbench gates")
+            tr.write_line("gates: " + "; ".join(self.gate_lines) + " (passed GPU items; CPU times are no speed)")
+            misses = [m for ms in self.gate_misses.values() for m in ms]
+            tr.write_line(f"FAILED: {len(misses)} gate(s) missed: " + "; ".join(misses) if misses
+                          else "every gated item within its bounds")
         if self.comparison is not None:
             tr.write_sep("-", "kernelbench compare")
             for line in self.comparison.lines():

@@ -21,14 +21,14 @@ from .candidates import copies, safety
 from .launch import registry, slurm_workers
 from .launch.base import Launcher
 from .launch.gpus import GpuPool
-from .metrics import roofline
+from .metrics import devnums, roofline
 from .options import DEFAULT_TIMEOUT_S, Settings, per_item
 from .outcome import LaunchOutcome, judge
 from .pkb.checkout import is_pkb
 from .protocol import Failure, JobLayout, JobSpec, Outcome, TimingSpec, rule_of
 from .report.record import ItemRecord
 from .spec import hardware
-from .spec.problem import Placement, size_names
+from .spec.problem import TINY, Placement, size_names
 
 if TYPE_CHECKING:
     from .candidates import Candidate
@@ -148,10 +148,26 @@ class KBSession:
                 what = "CUDA GPUs" if device == "cuda" else "CPU ranks (--kb-cpu-ranks)"
                 raise Skip(f"needs {min(valid)} {what}, found {limit}")
             world = max(fitting)
+        if s.sweep:
+            return self._swept(problem, device, world)
         sizes = size_names(problem, device, s.sizes)
         if not sizes:
             raise Skip(f"none of the sizes {s.sizes} exists (sizes: {', '.join(problem.sizes)})")
         return Placement(device, world, sizes)
+
+    def _swept(self, problem: Problem, device: str, world: int) -> Placement:
+        """--kb-sweep: the sweep's sizes, after the named sizes --kb-sizes asks for (if any)."""
+        from .spec.bandwidth import parse_sweep, sweep_configs
+        if problem.scale is None:
+            raise Skip("--kb-sweep: this problem declares no size field that scales (problem.yaml scale)")
+        base = {k: v for k, v in problem.sizes[TINY].items() if k != problem.scale.field}
+        swept = sweep_configs(problem.scale, base, world, parse_sweep(self.settings.sweep))
+        if not swept:
+            raise Skip(f"--kb-sweep={self.settings.sweep}: no size of the sweep within the problem's bounds "
+                       f"(scale.max {problem.scale.max})")
+        named = [n for n in size_names(problem, device, self.settings.sizes) if n not in swept] \
+            if self.settings.sizes else []
+        return Placement(device, world, named + list(swept), swept)
 
     @staticmethod
     def cpu_candidate_skip(problem: Problem, placement: Placement, is_reference: bool) -> str | None:
@@ -185,7 +201,7 @@ class KBSession:
             candidate_path=str(cand_path), problem_dir=str(problem.path),
             protected=[str(problem.root), *map(str, problem.protected)],
             device=placement.device, dtype=problem.dtype,
-            sizes={n: problem.sizes[n] for n in placement.sizes}, size_order=list(placement.sizes),
+            sizes={n: placement.config(problem, n) for n in placement.sizes}, size_order=list(placement.sizes),
             trials=s.trials, forbid=[] if candidate.is_reference else list(problem.forbid),   # on CPU as on CUDA
             inplace=problem.inplace, tolerance=dict(problem.tolerance),
             timing=TimingSpec.for_device(placement.device, enabled=s.timing, rounds=s.timing_rounds),
@@ -248,6 +264,12 @@ class KBSession:
         if native is None and candidate.origin:     # a native job's file is spliced: its lines are not the user's
             own_path(record, job.candidate_path, candidate.origin)
         metrics.annotate_metric(record.sizes, problem.metric)
+        devnums.annotate(record.sizes, problem.busbw, problem.scale, placement.world_size)
+        for size in record.sizes:
+            if size.get("name") in placement.swept:
+                size["sweep"] = True
+        if problem.busbw:
+            record.busbw = problem.busbw
         record.job_dir = str(job_dir)
         if record.outcome == Outcome.PASSED and not self.settings.keep_jobs:
             launch.remove_job_dir(job_dir)

@@ -24,7 +24,9 @@ def sizes(speedups: list[float], width: float = 0.02, t_ref: float = 1e-3) -> li
     for n, s in enumerate(speedups):
         out.append({"name": f"s{n}", "config": {"n": 1024 << n}, "trials": [{"trial": 0, "ok": True}],
                     "timing": {"reference": {"median_s": t_ref, "rounds_s": [t_ref] * 6},
-                               "candidate": {"median_s": t_ref / s, "rounds_s": [t_ref / s] * 6}},
+                               # rounds spread +-width around the median (its band: compare per size)
+                               "candidate": {"median_s": t_ref / s,
+                                             "rounds_s": [t_ref / s * (1 + d * width) for d in (-1, 0, 1, 0, -1, 1)]}},
                     "speedup": s, "band": [s * (1 - width), s * (1 + width)],
                     "roofline": {"reference": 0.3, "candidate": 0.3 * s}})
     return out
@@ -32,7 +34,8 @@ def sizes(speedups: list[float], width: float = 0.02, t_ref: float = 1e-3) -> li
 
 def record(problem: str, outcome: str, speedups: list[float] | None = None, *, width: float = 0.02,
            device: str = "cuda", failure: str | None = None, message: str = "", sample=None, rnd=None,
-           model: str | None = None, run_id: str = "run", label: str = "self-check") -> dict:
+           model: str | None = None, run_id: str = "run", label: str = "self-check",
+           collective: str | None = None) -> dict:
     cat, diff, par, libs = PROBLEMS[problem]
     rec = {"nodeid": f"problems/{problem}/problem.yaml::test_problem[{problem}]", "problem": problem,
            "title": problem, "category": cat, "parallelism": par, "difficulty": diff, "libraries": libs,
@@ -50,6 +53,12 @@ def record(problem: str, outcome: str, speedups: list[float] | None = None, *, w
         score, band = metrics.item_score(sz), metrics.item_band(sz)
         rec.update(sizes=sz, score=score, band=list(band) if band else None, verdict=metrics.verdict(score, band),
                    roofline={"reference": 0.3, "candidate": 0.3 * score})
+    if collective and rec.get("sizes"):
+        # the developer's numbers (metrics/devnums.py): S = n bf16 elements, busbw over 4 ranks
+        from pytest_kernelbench.metrics import devnums
+        from pytest_kernelbench.spec.bandwidth import Scale
+        devnums.annotate(rec["sizes"], collective, Scale("n", 2), rec["world_size"])
+        rec["busbw"] = collective
     return rec
 
 

@@ -1,7 +1,8 @@
 """`kernelbench`: what to do with reports once runs are done.
 
     kernelbench leaderboard REPORT... [--html FILE] [--png DIR] [--md FILE] [--json FILE]
-    kernelbench compare BASE NEW [--fail-on=speedup:5%,pass]      exit 1 on a regression
+    kernelbench compare BASE NEW [--fail-on=speedup:5%,pass,latency:15%,busbw:5%] [--per-size]   exit 1 on a regression
+    kernelbench plots REPORT... --png DIR                          per item: latency and busbw over size
     kernelbench export REPORT... --format jsonl|parquet -o FILE    one row per attempt
     kernelbench suite-table | overhead REPORT [--md FILE]          post-processors of GPU runs
     kernelbench fidelity OUTDIR [--runs N] [--world W]             timing fidelity (GPU machine)
@@ -62,8 +63,27 @@ def _leaderboard(a: argparse.Namespace) -> int:
 
 def _compare(a: argparse.Namespace) -> int:
     result = cmp.compare(reports.load(a.base), reports.load(a.new), cmp.parse_fail_on(a.fail_on))
+    result.per_size = result.per_size or a.per_size
     print("\n".join(result.lines()))
     return 1 if result.failed else 0
+
+
+def _plots(a: argparse.Namespace) -> int:
+    from . import sizeplots
+    items = [i for path in a.reports for i in reports.items(reports.load(path))]
+    if a.problem:
+        items = [i for i in items if any(p in str(i.get("problem")) for p in a.problem)]
+    drawn = sizeplots.render(items)
+    Path(a.png).mkdir(parents=True, exist_ok=True)
+    for plot in drawn:
+        if plot.png:
+            (Path(a.png) / f"{plot.stem}.png").write_bytes(plot.png)
+            print(f"{plot.stem}.png: {plot.title}" + (f" ({plot.note})" if plot.note else ""))
+        else:
+            print(f"kernelbench plots: no {plot.stem}.png: {plot.note}", file=sys.stderr)
+    if not any(p.png for p in drawn):
+        raise ValueError(f"nothing to draw among {len(items)} item(s) (passed items with bytes per size)")
+    return 0
 
 
 def _export(a: argparse.Namespace) -> int:
@@ -127,8 +147,17 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("new")
     c.add_argument("--fail-on", default="speedup:5%,pass",
                    help="which regressions fail: speedup[:N%%] (beyond the noise bands), pass, or none "
-                        "(default: speedup:5%%,pass)")
+                        "(default: speedup:5%%,pass); per size: latency[:N%%] (candidate median time up, default "
+                        "15%%), busbw[:N%%] (its busbw, else algbw, down, default 5%%)")
+    c.add_argument("--per-size", action="store_true", help="print the per-size table: candidate latency (us) and "
+                   "busbw/algbw (GB/s) of each size timed on GPUs in both, with deltas (shown anyway with latency/busbw)")
     c.set_defaults(run=_compare)
+    pl = sub.add_parser("plots", help="per item: latency and busbw (else algbw) over size, candidate and reference, "
+                        "as PNGs (needs matplotlib: the extra 'plot')")
+    pl.add_argument("reports", nargs="+")
+    pl.add_argument("--png", required=True, help="the folder the PNGs go to (sizes-<problem>-w<W>.png)")
+    pl.add_argument("--problem", action="append", help="only items whose problem id contains this (repeatable)")
+    pl.set_defaults(run=_plots)
     ex = sub.add_parser("export", help="one row per attempt, for post-training")
     ex.add_argument("reports", nargs="+")
     ex.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")

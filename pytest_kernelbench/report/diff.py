@@ -2,7 +2,8 @@
 GM-speedup, Pass x GM, PASS+Good, fast_1, roofline GM). A speed delta is a regression only when
 it passes the threshold and the noise bands of the two scores do not overlap (metrics.speed_change);
 a pass regression is an item that passed in BASE and failed or errored in NEW. `--fail-on`
-(`kernelbench compare`) and `--kb-compare-fail` (pytest) choose which regressions fail."""
+(`kernelbench compare`) and `--kb-compare-fail` (pytest) choose which regressions fail; `latency`
+and `busbw` there compare each size's candidate time and bandwidth (report/sizediff.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,23 +11,32 @@ from dataclasses import dataclass, field
 from .. import metrics
 from ..protocol import Outcome
 from . import reading as reports
+from . import sizediff
 
 DEFAULT_THRESHOLD = 0.05     # how far a speed delta must go to be called a change when no --fail-on says
+# per size, when the term gives no threshold: mscclpp's CI (15 % latency, 5 % throughput)
+DEFAULT_LATENCY, DEFAULT_THROUGHPUT = 0.15, 0.05
 
 
 @dataclass
 class FailOn:
     speedup: float | None = None    # fail on a speed regression past this fraction (beyond noise)
     passing: bool = False           # fail on an item that passed in BASE and not in NEW
+    latency: float | None = None    # fail on a size whose candidate time rose past this fraction (beyond noise)
+    throughput: float | None = None     # ... whose busbw (else algbw) fell past this fraction
 
     def describe(self) -> str:
         parts = ([f"speedup down more than {self.speedup:.1%} beyond noise"] if self.speedup is not None else []) + \
-                (["a pass lost"] if self.passing else [])
+                (["a pass lost"] if self.passing else []) + \
+                ([f"a size's latency up more than {self.latency:.1%} beyond noise"] if self.latency is not None else []) + \
+                ([f"a size's bandwidth down more than {self.throughput:.1%} beyond noise"]
+                 if self.throughput is not None else [])
         return ", ".join(parts) or "nothing (report only)"
 
 
 def parse_fail_on(text: str | None) -> FailOn:
-    """`speedup:5%,pass` (also `speedup:0.05`, `speedup` = 5 %, `none`); ValueError says what is wrong."""
+    """`speedup:5%,pass,latency:15%,busbw:5%` (also `speedup:0.05`, `speedup` = 5 %, `latency` = 15 %,
+    `busbw` = 5 %, `none`); ValueError says what is wrong."""
     out = FailOn()
     for term in filter(None, (t.strip() for t in (text or "").split(","))):
         name, _, value = term.partition(":")
@@ -36,18 +46,22 @@ def parse_fail_on(text: str | None) -> FailOn:
             out.passing = True
         elif name == "speedup":
             out.speedup = _fraction(value) if value else DEFAULT_THRESHOLD
+        elif name == "latency":
+            out.latency = _fraction(value, name) if value else DEFAULT_LATENCY
+        elif name == "busbw":
+            out.throughput = _fraction(value, name) if value else DEFAULT_THROUGHPUT
         else:
-            raise ValueError(f"{term!r}: expected speedup[:N%], pass or none")
+            raise ValueError(f"{term!r}: expected speedup[:N%], pass, latency[:N%], busbw[:N%] or none")
     return out
 
 
-def _fraction(value: str) -> float:
+def _fraction(value: str, name: str = "speedup") -> float:
     try:
         x = float(value[:-1]) / 100 if value.endswith("%") else float(value)
     except ValueError:
-        raise ValueError(f"speedup:{value}: expected a threshold such as 5% or 0.05") from None
+        raise ValueError(f"{name}:{value}: expected a threshold such as 5% or 0.05") from None
     if not 0 <= x < 1:
-        raise ValueError(f"speedup:{value}: the threshold must lie in [0, 100%)")
+        raise ValueError(f"{name}:{value}: the threshold must lie in [0, 100%)")
     return x
 
 
@@ -75,6 +89,8 @@ class Comparison:
     common_gm: tuple[float | None, float | None, str | None, int] = (None, None, None, 0)
     regressions: list[str] = field(default_factory=list)
     not_selected: int = 0      # --kb-compare: BASE's items this run did not select (not compared)
+    sizes: list[sizediff.SizeDelta] = field(default_factory=list)
+    per_size: bool = False     # print the per-size table (asked for, or a latency/busbw term fails on it)
 
     @property
     def failed(self) -> bool:
@@ -141,6 +157,16 @@ def compare(base_doc: dict, new_doc: dict, fail_on: FailOn | None = None) -> Com
         gb, gn = metrics.geomean([i.get("score") for i in bs]), metrics.geomean([i.get("score") for i in ns])
         change = metrics.speed_change(gb, metrics.gm_band(bs), gn, metrics.gm_band(ns), threshold)
         cmp.common_gm = (gb, gn, change, len(both))
+    cmp.sizes = sizediff.deltas([(d.name, d.base, d.new) for d in cmp.items],
+                                fail_on.latency if fail_on.latency is not None else DEFAULT_LATENCY,
+                                fail_on.throughput if fail_on.throughput is not None else DEFAULT_THROUGHPUT)
+    cmp.per_size = fail_on.latency is not None or fail_on.throughput is not None
+    if fail_on.latency is not None:
+        cmp.regressions += [f"{s.item}@{s.size}: latency {s.base_s * 1e6:.1f} -> {s.new_s * 1e6:.1f} us"
+                            for s in cmp.sizes if s.latency == "regression"]
+    if fail_on.throughput is not None:
+        cmp.regressions += [f"{s.item}@{s.size}: {s.unit} {s.base_bw:.1f} -> {s.new_bw:.1f} GB/s"
+                            for s in cmp.sizes if s.throughput == "regression"]
     if fail_on.passing:
         cmp.regressions += [f"{d.name}: passed -> {_outcome(d.new)}" for d in cmp.items if d.change == "lost"]
     if fail_on.speedup is not None:
@@ -193,6 +219,9 @@ def _lines(c: Comparison) -> list[str]:
     if count:
         out.append(f"GM-speedup over the {count} items passed in both: {gb:.3f}x -> {gn:.3f}x "
                    f"({_delta(gb, gn)}, {change})")
+    if c.per_size:
+        out.append("")
+        out += sizediff.lines(c.sizes)
     counts: dict[str, int] = {}
     for d in c.items:
         counts[d.change] = counts.get(d.change, 0) + 1

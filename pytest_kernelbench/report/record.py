@@ -41,6 +41,8 @@ class ItemRecord:
     failure: Failure | str | None = None
     message: str | None = None
     metric: str | None = None                   # problem.yaml `metric` (time, or a problem's own)
+    busbw: str | None = None                    # problem.yaml `busbw`: nccl-tests' collective of busbw_GBps
+    gates: list[str] | None = None              # --kb-min-busbw / --kb-max-latency: what this item missed
     build: dict | None = None                   # native: the build's facts
     gpus: list[int] = field(default_factory=list)
     host: str | None = None                     # the node that ran the item's worker

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from . import bandwidth
 from .kinds import KINDS, Kind
 
 CATEGORIES = ("p2p", "collective", "ep", "fusion", "utility")
@@ -76,6 +77,8 @@ class Problem:
     family: str | None = None      # near-duplicate variants share one (metrics.family_weighted)
     unscored: str | None = None    # why its speedup stays out of the speed aggregates, if it does
     nodes: int = 1                 # the fewest nodes its ranks must span (multi-node problems: 2)
+    busbw: str | None = None       # nccl-tests' collective whose bus factor applies (spec/bandwidth.py)
+    scale: bandwidth.Scale | None = None   # the size field that scales, in elements (bytes per size, sweeps)
 
     @property
     def kind_spec(self) -> Kind:
@@ -219,10 +222,15 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
     known = {"title", "description", "category", "parallelism", "difficulty", "libraries", "world_sizes",
              "devices", "dtype", "sizes", "forbid", "inplace", "tolerance", "timeout_s", "cpu_note",
              "no_cpu_candidate", "solutions", "kind", "template", "metric", "build", "family", "unscored",
-             "nodes"}
+             "nodes", "busbw", "scale"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ProblemError(p, f"unknown field '{unknown[0]}' (known: {', '.join(sorted(known))})")
+
+    try:
+        busbw, scale = bandwidth.parse(data, dtype, sizes)
+    except bandwidth.DeclarationError as e:
+        raise ProblemError(p, str(e)) from None
 
     if not (folder / "reference.py").is_file():
         raise ProblemError(folder / "reference.py", "missing (every problem needs a reference solution())")
@@ -252,7 +260,7 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
                    forbid=forbid, inplace=inplace, tolerance=tolerance, timeout_s=timeout_s,
                    cpu_note=cpu_note, no_cpu_candidate=no_cpu.strip() if no_cpu else None, solutions=solutions,
                    kind=kind, metric=metric, template=template, build=build, family=family,
-                   unscored=unscored.strip() if unscored else None, nodes=nodes)
+                   unscored=unscored.strip() if unscored else None, nodes=nodes, busbw=busbw, scale=scale)
 
 
 def _solutions(folder: Path, declared: dict, devices: tuple, p: Path) -> dict:
@@ -346,3 +354,8 @@ class Placement:
     device: str
     world_size: int
     sizes: list
+    swept: dict = field(default_factory=dict)     # --kb-sweep: name -> config of each swept size
+
+    def config(self, problem: Problem, name: str) -> dict:
+        """A size's config: a swept one's, else problem.yaml's."""
+        return self.swept[name] if name in self.swept else problem.sizes[name]
