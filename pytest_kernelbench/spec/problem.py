@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from . import shared
 from .kinds import KINDS, Kind
 
 CATEGORIES = ("p2p", "collective", "ep", "fusion", "utility")
@@ -76,6 +77,7 @@ class Problem:
     family: str | None = None      # near-duplicate variants share one (metrics.family_weighted)
     unscored: str | None = None    # why its speedup stays out of the speed aggregates, if it does
     nodes: int = 1                 # the fewest nodes its ranks must span (multi-node problems: 2)
+    shared_device: dict | None = None   # why it cannot run with ranks sharing a GPU, if so (spec/shared.py)
 
     @property
     def kind_spec(self) -> Kind:
@@ -216,7 +218,11 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
         # the point of a multi-node problem is the inter-node path next to the intra-node one
         raise ProblemError(p, f"field 'nodes' is {nodes}: some world size must split into {nodes} nodes of "
                               f">= 2 ranks each (world_sizes: {world_sizes})")
-    known = {"title", "description", "category", "parallelism", "difficulty", "libraries", "world_sizes",
+    try:
+        shared_device = shared.parse(data.get("shared_device"))
+    except shared.SharedDeviceError as e:
+        raise ProblemError(p, str(e)) from None
+    known = {"shared_device", "title", "description", "category", "parallelism", "difficulty", "libraries", "world_sizes",
              "devices", "dtype", "sizes", "forbid", "inplace", "tolerance", "timeout_s", "cpu_note",
              "no_cpu_candidate", "solutions", "kind", "template", "metric", "build", "family", "unscored",
              "nodes"}
@@ -252,7 +258,7 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
                    forbid=forbid, inplace=inplace, tolerance=tolerance, timeout_s=timeout_s,
                    cpu_note=cpu_note, no_cpu_candidate=no_cpu.strip() if no_cpu else None, solutions=solutions,
                    kind=kind, metric=metric, template=template, build=build, family=family,
-                   unscored=unscored.strip() if unscored else None, nodes=nodes)
+                   unscored=unscored.strip() if unscored else None, nodes=nodes, shared_device=shared_device)
 
 
 def _solutions(folder: Path, declared: dict, devices: tuple, p: Path) -> dict:
@@ -346,3 +352,4 @@ class Placement:
     device: str
     world_size: int
     sizes: list
+    shared: bool = False       # --kb-oversubscribe: its ranks share fewer GPUs than W (correctness only)
