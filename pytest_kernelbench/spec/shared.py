@@ -21,6 +21,22 @@ _CALLS_NCCL = re.compile(
     r"|init_process_group\(\s*['\"]nccl['\"]|\bnccl[A-Z]\w*\s*\(|cupy\.cuda\.nccl|\bpynccl\b|<nccl(_device)?[./]")
 
 
+# a reference's own CUDA point-to-point through torch.distributed (gloo has none for CUDA tensors)
+_P2P = re.compile(r"\b(?:dist|distributed)\.(?:send|recv|isend|irecv|batch_isend_irecv|P2POp)\b")
+
+
+def reference_needs(source: str) -> dict | None:
+    """What a reference found only at run time (ParallelKernelBench's, which has no problem.yaml)
+    needs that a shared GPU cannot give, read off its source: NCCL called itself, or CUDA
+    point-to-point through the process group. The `shared_device` a problem.yaml would declare."""
+    if (m := _CALLS_NCCL.search(source)) is not None:
+        return {"needs": ["nccl"], "why": f"its reference calls NCCL itself ({m.group(0).strip()})"}
+    if (m := _P2P.search(source)) is not None:
+        return {"needs": ["cuda_p2p"], "why": f"its reference sends tensors point to point ({m.group(0)}), which the "
+                                              "checker also runs for the expected outputs"}
+    return None
+
+
 class SharedDeviceError(ValueError):
     """A bad `shared_device` field; str() says what is wrong (the loader names the file)."""
 
@@ -78,3 +94,36 @@ def classify(problems: list, root: Path | None = None) -> list[tuple[str, str]]:
                   or (None if multi else "W = 1 only: one GPU runs it timed, no sharing"))
         rows.append((p.id, reason or "runs"))
     return rows
+
+
+TABLE_MARKS = ("<!-- shared-device table: python -m pytest_kernelbench.spec.shared -->", "<!-- end of table -->")
+PAGE = "docs/one-gpu.md"
+
+
+def table_markdown(root: Path) -> str:
+    """The classification of every CUDA problem under `root` as a markdown table."""
+    from .problem import load_problem
+    problems = [load_problem(y, root) for y in sorted(Path(root).glob("*/*/problem.yaml"))]
+    rows = ["| problem | W | with ranks sharing a GPU |", "|---|---|---|"]
+    by_id = {p.id: p for p in problems}
+    for pid, verdict in classify(problems):
+        ws = "/".join(str(w) for w in by_id[pid].world_sizes)
+        rows.append(f"| {pid} | {ws} | {verdict.replace('|', '/')} |")
+    return "\n".join(rows)
+
+
+def write_page(page: Path, root: Path) -> bool:
+    """Put the table into docs/one-gpu.md between its marks; True when it changed."""
+    text = page.read_text()
+    head, rest = text.split(TABLE_MARKS[0], 1)
+    _, tail = rest.split(TABLE_MARKS[1], 1)
+    new = f"{head}{TABLE_MARKS[0]}\n{table_markdown(root)}\n{TABLE_MARKS[1]}{tail}"
+    if new != text:
+        page.write_text(new)
+    return new != text
+
+
+if __name__ == "__main__":
+    repo = Path(__file__).resolve().parent.parent.parent
+    changed = write_page(repo / PAGE, repo / "problems")
+    print(f"{PAGE} table " + ("updated" if changed else "already up to date"))
