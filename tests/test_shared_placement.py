@@ -286,3 +286,24 @@ def test_the_bench_table_reads_each_run_and_names_skips(tmp_path, capsys):
     assert "| problem | W=2 self-check | W=2 shipped | W=4 self-check |" in out
     assert "| p2p/ring_exchange | passed | failed:mismatch | not run |" in out
     assert "skip: cannot run with ranks sharing a GPU: needs NCCL" in out
+
+
+def test_pkb_items_take_the_same_placement_and_their_needs_are_read_off_the_reference(tmp_path):
+    from pkb_fixture import make_checkout
+
+    from pytest_kernelbench.pkb.checkout import load_problems
+    root = make_checkout(tmp_path / "pkb")
+    loaded = dict(load_problems(root, tmp_path / "cache"))
+    allreduce = loaded["1_allreduce"]
+    assert allreduce.shared_device is None          # collectives: gloo serves them on a shared GPU
+    ns = _session(1, nproc=2, oversubscribe=True)
+    p = KBSession.place(ns, allreduce)                                         # type: ignore[arg-type]
+    assert (p.device, p.world_size, p.shared) == ("cuda", 2, True)
+    assert shared.reference_needs("def solution(x):\n    dist.send(x, 1)\n")["needs"] == ["cuda_p2p"]
+    assert shared.reference_needs("ops = [dist.P2POp(dist.isend, x, 1)]")["needs"] == ["cuda_p2p"]
+    assert shared.reference_needs("torch.cuda.nccl.all_reduce([x])")["needs"] == ["nccl"]
+    assert shared.reference_needs("dist.all_reduce(x)\ndist.all_to_all_single(y, x)") is None
+    needs_p2p = dataclasses.replace(allreduce, shared_device=shared.reference_needs("dist.irecv(y, 0)"))
+    with pytest.raises(Skip, match=r"needs CUDA point-to-point .*: its reference sends tensors point to point "
+                                   r"\(dist\.irecv\)"):
+        KBSession.place(ns, needs_p2p)                                         # type: ignore[arg-type]
