@@ -307,3 +307,13 @@ def test_pkb_items_take_the_same_placement_and_their_needs_are_read_off_the_refe
     with pytest.raises(Skip, match=r"needs CUDA point-to-point .*: its reference sends tensors point to point "
                                    r"\(dist\.irecv\)"):
         KBSession.place(ns, needs_p2p)                                         # type: ignore[arg-type]
+
+
+def test_a_models_prompt_says_the_ranks_share_gpus_over_gloo():
+    from pytest_kernelbench.candidates import prompt
+    problem = _problem("collective/all_reduce")
+    machine = {"gpu_count": 1, "gpu_model": "NVIDIA H100 80GB HBM3", "ceilings": {}}
+    text = prompt.task_text(problem, Placement("cuda", 2, ["small"], shared=True), machine, None)
+    assert "ranks sharing GPUs (a correctness check; nothing is timed)" in text and "(backend `gloo`)" in text
+    own = prompt.task_text(problem, Placement("cuda", 2, ["small"]), machine, None)
+    assert "one GPU per rank" in own and "(backend `nccl`)" in own
