@@ -25,7 +25,7 @@ from pytest_kernelbench.report import diff as compare
 from pytest_kernelbench.report import reading as reports
 from pytest_kernelbench.report.record import ItemRecord
 from pytest_kernelbench.session import KBSession, Skip
-from pytest_kernelbench.spec import shared
+from pytest_kernelbench.spec import shared, shared_docs
 from pytest_kernelbench.spec.problem import Placement, ProblemError, load_problem
 
 PROBLEMS = REPO / "problems"
@@ -271,7 +271,7 @@ def test_a_bad_shared_device_is_a_collection_error_naming_the_file_and_field(tmp
 
 def test_the_docs_classification_table_is_every_cuda_problem():
     page = (REPO / "docs" / "one-gpu.md").read_text()
-    assert shared.table_markdown(PROBLEMS) in page, "regenerate: python -m pytest_kernelbench.spec.shared"
+    assert shared_docs.table_markdown(PROBLEMS) in page, "regenerate: python -m pytest_kernelbench.spec.shared_docs"
 
 
 def test_the_bench_table_reads_each_run_and_names_skips(tmp_path, capsys):
