@@ -317,3 +317,21 @@ def test_a_models_prompt_says_the_ranks_share_gpus_over_gloo():
     assert "ranks sharing GPUs (a correctness check; nothing is timed)" in text and "(backend `gloo`)" in text
     own = prompt.task_text(problem, Placement("cuda", 2, ["small"]), machine, None)
     assert "one GPU per rank" in own and "(backend `nccl`)" in own
+
+
+@pytest.mark.e2e
+def test_the_option_on_a_cpu_machine_changes_nothing_but_says_what_it_does(tmp_path):
+    """The option (command line, and its ini twin) on CPU: gloo items run as ever, nothing is shared,
+    and the header says what the option would do on GPUs."""
+    from kbrun import make_tree, run
+    problems, _ = make_tree(tmp_path, {"all_reduce": (PROBLEMS / "collective/all_reduce/reference.py").read_text()})
+    (tmp_path / "pytest.ini").write_text("[pytest]\nkb_oversubscribe = true\n")
+    for args in (["--kb-oversubscribe"], []):          # the flag, then the ini key alone
+        for old in tmp_path.glob("report.json*"):
+            old.unlink()
+        proc, doc = run(tmp_path, str(problems), "--kb-device=cpu", "--kb-nproc=2", "--kb-candidate=reference", *args)
+        assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert "--kb-oversubscribe: a CUDA world size that does not fit runs with its ranks sharing GPUs" in proc.stdout
+        (it,) = doc["items"]
+        assert it["outcome"] == "passed" and it["device"] == "cpu" and "placement" not in it
+        assert doc["config"]["settings"]["oversubscribe"] is True
