@@ -87,6 +87,9 @@ OPTIONS: list[Option] = [
     Option("allow-multicast", bool, False, "let candidates use NVLink multicast (multimem, NVLS); refused unless the "
            "machine reports it (never on shared machines)"),
     Option("exclusive", bool, False, "run each GPU item alone on the machine (final numbers)"),
+    Option("oversubscribe", bool, False, "run a CUDA item's W ranks on fewer GPUs than W where its world size does not "
+           "fit (several ranks per GPU, both process groups over gloo): correctness only, never timed; a problem "
+           "that needs NCCL or distinct GPUs skips (docs/one-gpu.md)"),
     Option("keep-jobs", bool, False, "keep the job folders (logs, candidate) of passed items too"),
     Option("report", str, None, "path of the JSON report (default reports/<run-id>.json; the JSONL sits beside it)",
            path=True),

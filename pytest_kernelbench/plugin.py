@@ -301,6 +301,9 @@ def _write_header(config: pytest.Config, run: BenchRun) -> None:
     if run.machine.get("cluster"):
         from .launch.slurm_workers import describe_layout
         tr.write_line(f"kernelbench: {describe_layout(run.machine['cluster'], run.settings.slurm_workers, run.settings.nodes)}")
+    if run.settings.oversubscribe:
+        tr.write_line("kernelbench: --kb-oversubscribe: a CUDA world size that does not fit runs with its ranks "
+                      "sharing GPUs, over gloo (shared GPU: correctness only, no speed)")
     where = "no report (--collect-only)" if config.option.collectonly else f"report {run.json_path}"
     tr.write_line(f"kernelbench: run {run.run_id}, candidate {run_label(run.settings)}, {where}")
     if run.pkb:

@@ -30,6 +30,13 @@ SETUP_MARK = "(first call: setup/compile)"
 # not change (checked in its process, through os.environ and libc, and from outside it)
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 GUARDED_ENV = (*MULTICAST_OFF, "CUDA_VISIBLE_DEVICES")
+# the shared-device placement (--kb-oversubscribe, docs/one-gpu.md): several ranks on one GPU. torch's
+# own switch lets symmetric memory rendezvous ranks whose devices overlap (refused otherwise); NCCL
+# refuses two ranks on one device, so both process groups go over gloo. Never timed: what such a run
+# says, on every surface (record.speed, the table, the leaderboard, compare)
+SHARED_ENV = {"TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES": "1"}
+SHARED_PLACEMENT = "shared"
+SHARED_NO_SPEED = "shared GPU: correctness only, no speed"
 
 
 class Outcome(enum.StrEnum):
@@ -204,6 +211,18 @@ class JobSpec:
     sys_path: list = field(default_factory=list)     # more import paths for the candidate (PKB's utils shim)
     builds: list = field(default_factory=list)       # build caches the candidate may write (torch extensions, Triton)
     nodes: int = 1               # nodes the ranks span (--kb-nodes): ranks per node = world // nodes
+    shared_gpus: int = 0         # --kb-oversubscribe: the GPUs W ranks share (0: one GPU per rank)
+
+    def gpu_of(self, local_rank: int) -> int:
+        """The GPU a rank's processes use: its local rank, or on a shared placement its local rank
+        modulo the GPUs it shares (ranks spread evenly over them)."""
+        return local_rank % self.shared_gpus if self.shared_gpus else local_rank
+
+    @property
+    def backend(self) -> str:
+        """Both process groups' backend: NCCL on GPUs of their own, gloo on CPU and where ranks share
+        a GPU (NCCL refuses two ranks on one device; gloo carries CUDA tensors for collectives)."""
+        return "nccl" if self.device == "cuda" and not self.shared_gpus else "gloo"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -433,7 +452,7 @@ class CandidateInit:
     rank: int
     world: int
     device: str                      # cpu | cuda
-    local_rank: int
+    local_rank: int                  # its GPU index on this node (JobSpec.gpu_of: the local rank, or a shared GPU)
     store_port: int                  # the candidate group's store (served by the candidate of rank 0)
     pg_timeout_s: float
     setup_timeout_s: float           # the first call of each size may wait this long in a collective
@@ -447,6 +466,7 @@ class CandidateInit:
     dtype: str = "float32"
     job_dir: str = ""                # for the in-process file shield (the sandbox refuses it anyway)
     store_host: str = "127.0.0.1"    # where that store is: rank 0's node when the ranks span nodes (launch/slurm.py)
+    backend: str = ""                # the group's backend (JobSpec.backend; "": nccl on CUDA, gloo on CPU)
 
 
 @dataclass

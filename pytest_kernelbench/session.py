@@ -25,9 +25,10 @@ from .metrics import devnums, roofline
 from .options import DEFAULT_TIMEOUT_S, Settings, per_item
 from .outcome import LaunchOutcome, judge
 from .pkb.checkout import is_pkb
-from .protocol import Failure, JobLayout, JobSpec, Outcome, TimingSpec, rule_of
+from .protocol import SHARED_NO_SPEED, SHARED_PLACEMENT, Failure, JobLayout, JobSpec, Outcome, TimingSpec, rule_of
 from .report.record import ItemRecord
 from .spec import hardware
+from .spec import shared as shared_rules
 from .spec.problem import TINY, Placement, size_names
 
 if TYPE_CHECKING:
@@ -135,27 +136,43 @@ class KBSession:
             if not valid:
                 raise Skip(f"no world size splits evenly over --kb-nodes={s.nodes} "
                            f"(world sizes: {', '.join(map(str, problem.world_sizes))})")
+        # --kb-oversubscribe: a CUDA world size that does not fit runs on the GPUs there are, shared
+        share = device == "cuda" and bool(s.oversubscribe) and self.gpu_count > 0
+        hint = " (--kb-oversubscribe checks it on fewer GPUs: correctness only)" if device == "cuda" and self.gpu_count else ""
         if s.nproc is not None:
             if s.nproc not in valid:
                 raise Skip(f"world size {s.nproc} is not valid here (valid: {', '.join(map(str, valid))}"
                            f"{f' over --kb-nodes={s.nodes}' if s.nodes > 1 else ''})")
-            if device == "cuda" and s.nproc > self.gpu_count:
-                raise Skip(f"needs {s.nproc} CUDA GPUs, found {self.gpu_count}")
+            if device == "cuda" and s.nproc > self.gpu_count and not share:
+                raise Skip(f"needs {s.nproc} CUDA GPUs, found {self.gpu_count}{hint}")
             world = s.nproc
         else:
             fitting = [w for w in valid if w <= limit]
-            if not fitting:
+            if not fitting and not share:
                 what = "CUDA GPUs" if device == "cuda" else "CPU ranks (--kb-cpu-ranks)"
-                raise Skip(f"needs {min(valid)} {what}, found {limit}")
-            world = max(fitting)
+                raise Skip(f"needs {min(valid)} {what}, found {limit}{hint}")
+            world = max(fitting) if fitting else min(valid)
+        shared = device == "cuda" and world > self.gpu_count
+        if shared:
+            self.shared_skip(problem)
         if s.sweep:
-            return self._swept(problem, device, world)
+            return self._swept(problem, device, world, shared)
         sizes = size_names(problem, device, s.sizes)
         if not sizes:
             raise Skip(f"none of the sizes {s.sizes} exists (sizes: {', '.join(problem.sizes)})")
-        return Placement(device, world, sizes)
+        return Placement(device, world, sizes, shared=shared)
 
-    def _swept(self, problem: Problem, device: str, world: int) -> Placement:
+    def shared_skip(self, problem: Problem) -> None:
+        """Raise Skip where an item cannot run with its ranks sharing GPUs: a launcher whose scheduler
+        gives each rank a GPU of its own, or a problem that says it needs what sharing cannot give."""
+        if not self.launcher.local_gpus:
+            raise Skip(f"--kb-oversubscribe shares this machine's GPUs; the {self.launcher.name} launcher's "
+                       "scheduler gives each rank its own")
+        why = shared_rules.problem_skip(problem.shared_device)
+        if why:
+            raise Skip(why)
+
+    def _swept(self, problem: Problem, device: str, world: int, shared: bool = False) -> Placement:
         """--kb-sweep: the sweep's sizes, after the named sizes --kb-sizes asks for (if any)."""
         from .spec.bandwidth import parse_sweep, sweep_configs
         if problem.scale is None:
@@ -167,7 +184,7 @@ class KBSession:
                        f"(scale.max {problem.scale.max})")
         named = [n for n in size_names(problem, device, self.settings.sizes) if n not in swept] \
             if self.settings.sizes else []
-        return Placement(device, world, named + list(swept), swept)
+        return Placement(device, world, named + list(swept), swept, shared=shared)
 
     @staticmethod
     def cpu_candidate_skip(problem: Problem, placement: Placement, is_reference: bool) -> str | None:
@@ -204,17 +221,27 @@ class KBSession:
             sizes={n: placement.config(problem, n) for n in placement.sizes}, size_order=list(placement.sizes),
             trials=s.trials, forbid=[] if candidate.is_reference else list(problem.forbid),   # on CPU as on CUDA
             inplace=problem.inplace, tolerance=dict(problem.tolerance),
-            timing=TimingSpec.for_device(placement.device, enabled=s.timing, rounds=s.timing_rounds),
+            # ranks sharing a GPU: never timed (their kernels contend for one device; docs/one-gpu.md)
+            timing=TimingSpec.for_device(placement.device, enabled=s.timing and not placement.shared,
+                                         rounds=s.timing_rounds),
             pg_timeout_s=s.pg_timeout if s.nodes == 1 else max(s.pg_timeout, MULTI_NODE_PG_TIMEOUT_S),
             compile_timeout_s=s.compile_timeout, allow_multicast=bool(s.allow_multicast),
             native_lib=str(lib) if lib else None, glue_path=str(glue) if glue else None,
             sys_path=[PKB_SHIM] if is_pkb(problem) else [],
-            builds=[str(builds), str(builds / "triton")] if builds else [], nodes=s.nodes)
+            builds=[str(builds), str(builds / "triton")] if builds else [], nodes=s.nodes,
+            shared_gpus=self.gpus_for(placement) if placement.shared else 0)
+
+    def gpus_for(self, placement: Placement) -> int:
+        """How many GPUs an item leases: one per rank, or on a shared placement every GPU there is
+        (up to W; its ranks spread over them, JobSpec.gpu_of)."""
+        return min(placement.world_size, self.gpu_count) if placement.shared else placement.world_size
 
     def run_item(self, problem: Problem, candidate: Candidate, placement: Placement, nodeid: str,
                  sample: int | None = None) -> ItemRecord:
         record = base_record(problem, candidate, nodeid, sample)
         record.device, record.world_size = placement.device, placement.world_size
+        if placement.shared:
+            record.placement = SHARED_PLACEMENT
         record.host, record.slurm_step = slurm_workers.where()       # the node and Slurm step of this worker
         if candidate.failure or candidate.source is None:
             category, message = candidate.failure or (Failure.NO_CODE, f"{candidate.label}: no code")
@@ -231,6 +258,10 @@ class KBSession:
             if found:
                 record.end(Outcome.FAILED, Failure.UNSAFE, found)
                 return record
+        why = shared_rules.candidate_skip(candidate.source) if placement.shared else None
+        if why:         # before launch, and never the candidate's failure: it cannot run here
+            record.end(Outcome.SKIPPED, message=why)
+            return record
         record.metric = problem.metric
         native = None
         if kind.built and not candidate.is_reference:
@@ -247,7 +278,7 @@ class KBSession:
                 kwargs = dict(nonce=self.nonce, nproc=placement.world_size, timeout_s=timeout, launcher=self.launcher,
                               compile_timeout_s=self.settings.compile_timeout, extensions_dir=str(builds))
                 if placement.device == "cuda" and self.launcher.local_gpus:    # else its scheduler gives the GPUs
-                    with self.gpu_pool().lease(placement.world_size, nodeid, exclusive=self.settings.exclusive) as lease:
+                    with self.gpu_pool().lease(self.gpus_for(placement), nodeid, exclusive=self.settings.exclusive) as lease:
                         facts = launch.run_job(job_dir, job, cuda_devices=lease["gpus"], **kwargs)
                     record.gpus, record.concurrent_with = lease["gpus"], lease["concurrent_with"]
                 else:
@@ -308,16 +339,18 @@ class KBSession:
         record.rank_phases = outcome.rank_phases if outcome.category == Failure.TIMEOUT else None
         if rule_of(outcome.message) and outcome.status == Outcome.FAILED:
             record.rule = rule_of(outcome.message)
-        ceilings = self.machine.get("ceilings") if placement.device == "cuda" else {}
+        # ranks sharing a GPU ran untimed: no roofline, no band, no score (docs/one-gpu.md)
+        ceilings = self.machine.get("ceilings") if placement.device == "cuda" and not placement.shared else {}
         roof = roofline.annotate(sizes, ceilings or {})
         record.roofline, record.suspect = roof["roofline"], roof["suspect"]
-        if placement.device != "cuda":
-            # gloo on a CPU: the times exercise the protocol; a ratio of them is not a speed
+        if placement.device != "cuda" or placement.shared:
+            # gloo on a CPU: the times exercise the protocol; a ratio of them is not a speed (ranks
+            # sharing a GPU are not timed at all: nothing to move, but never a speedup either way)
             for s in sizes:
                 if s.get("speedup") is not None:
                     s["cpu_time_ratio"], s["speedup"], s["band"] = s["speedup"], None, None
                     s.pop("speedup_of_medians", None)
-            record.speed = "cpu: not a speed"
+            record.speed = SHARED_NO_SPEED if placement.shared else "cpu: not a speed"
         else:
             band = metrics.item_band(sizes)
             record.band = list(band) if band else None

@@ -130,6 +130,32 @@ def cpu_reference(tmp: Path, name: str = "cpu.json", ring: str = "passed") -> Pa
     return write(tmp / name, recs, CPU, {"candidate": "reference", "model": None})
 
 
+H100X1 = {"gpu_count": 1, "gpu_model": "NVIDIA H100 80GB HBM3", "ceilings": {"link_bw": 4.5e11}}
+
+
+def shared(problem: str, outcome: str, **kw) -> dict:
+    """A record of an item whose ranks shared one GPU (--kb-oversubscribe), as session.fill leaves
+    it: untimed sizes, no score, band, verdict or roofline, the placement and why there is no speed.
+    `forged_score` puts a score on it anyway (a report edited by hand: it must still count for nothing)."""
+    forged = kw.pop("forged_score", None)
+    rec = record(problem, outcome, **kw)
+    rec.update(placement="shared", speed="shared GPU: correctness only, no speed", world_size=2)
+    if outcome == "passed":
+        rec.update(sizes=[{"name": "s0", "config": {"n": 1024}, "trials": [{"trial": 0, "ok": True}]}],
+                   score=forged, verdict=metrics.verdict(forged) if forged else None,
+                   roofline={"reference": None, "candidate": None})
+        rec.pop("band", None)
+    return rec
+
+
+def shared_run(tmp: Path, name: str = "shared.json", ring: str = "passed", forged_score: float | None = None,
+               candidate: str = "reference") -> Path:
+    """The self-check at W = 2 on one H100 with --kb-oversubscribe: every item shared its GPU."""
+    recs = [shared("collective/all_reduce", "passed", forged_score=forged_score),
+            shared("p2p/ring_exchange", ring, failure=None if ring == "passed" else "mismatch")]
+    return write(tmp / name, recs, H100X1, {"candidate": candidate, "model": None, "oversubscribe": True})
+
+
 def auto_run(tmp: Path, name: str, labels: dict[str, str], machine: dict = H200) -> Path:
     """A `--kb-candidate=auto` run: each problem's candidate is what auto found for it there
     (`labels`: problem -> "self-check" or "shipped:NAME")."""

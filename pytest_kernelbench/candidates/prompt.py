@@ -47,8 +47,10 @@ def task_text(problem: Problem, placement: Placement, machine: dict, probed: dic
     return fill(
         "task.md", title=problem.title, problem_id=problem.id, description=problem.description.strip(),
         reference=problem.reference_path.read_text().strip(), signature=signature(problem),
-        ranks_text="one GPU per rank" if cuda else "one CPU process per rank",
-        backend="nccl" if cuda else "gloo",
+        # a shared placement (--kb-oversubscribe): ranks share GPUs and the group is gloo (NCCL refuses them)
+        ranks_text=("ranks sharing GPUs (a correctness check; nothing is timed)" if placement.shared else
+                    "one GPU per rank" if cuda else "one CPU process per rank"),
+        backend="nccl" if cuda and not placement.shared else "gloo",
         world_size=placement.world_size, world_sizes=", ".join(map(str, problem.world_sizes)),
         dtype=problem.dtype, inputs=inputs_text(problem, placement, probed),
         calls_text=calls_text(problem, placement, compile_budget_s, deadline_s),

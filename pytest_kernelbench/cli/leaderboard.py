@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import metrics
-from ..protocol import Outcome
+from ..protocol import SHARED_NO_SPEED, Outcome
 from ..report.reading import Board, Entry
 from ..spec.problem import DIFFICULTIES
 
@@ -57,6 +57,8 @@ def _no_speed(agg: dict, counted: list[dict]) -> str | None:
         return None
     if any(i.get("device") == "cpu" for i in counted):
         return "cpu: not a speed"
+    if any(metrics.is_shared(i) for i in counted):
+        return SHARED_NO_SPEED
     if not agg.get("passed"):
         return "no item passed"
     return "not measured (timing off)"
@@ -116,6 +118,9 @@ def main_table(scores: list[Score]) -> Table:
             "counted items that passed faster than the reference; "
             f"{NA}: no speed was measured (CPU runs time gloo, which is not a speed). pass@k with several "
             "samples per problem (unbiased estimator). * some calls unpriced.")
+    if any(metrics.is_shared(i) for s in scores for i in s.entry.items):
+        note += (" A machine marked shared GPU ran ranks sharing GPUs (--kb-oversubscribe): correctness only, "
+                 "its items outside every speed figure, its row apart from timed runs.")
     if any(s.entry.replaced for s in scores):
         note += " Some rows merge reports whose records of the same item a later report replaced: see Reports."
     return Table("Leaderboard", ["#", "model / candidate", "machine", "problems", "pass rate", "GM-speedup",

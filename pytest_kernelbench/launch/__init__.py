@@ -145,7 +145,8 @@ def run_job(job_dir: Path, job: JobSpec, nonce: str, nproc: int, timeout_s: floa
     protected = job.protected
     tree_before = snapshot_tree(protected)
     become_subreaper()
-    env = job_env(job.token, cuda_devices, extensions_dir, allow_multicast=job.allow_multicast)
+    env = job_env(job.token, cuda_devices, extensions_dir, allow_multicast=job.allow_multicast,
+                  shared=bool(job.shared_gpus))
     # the job's own cgroup (contain.py): its launcher puts the ranks in as they are forked; None
     # where cgroups cannot be used (the hunter's scans alone then)
     cgroup = job_cgroup(f"job-{job.token}")

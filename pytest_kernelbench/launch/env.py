@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..protocol import MULTICAST_OFF, child_pythonpath
+from ..protocol import MULTICAST_OFF, SHARED_ENV, child_pythonpath
 
 SAFE_ENV = {  # NVLink multicast must stay off on the lent machines (safety.py); hangs must surface fast
     **MULTICAST_OFF,
@@ -15,7 +15,7 @@ SAFE_ENV = {  # NVLink multicast must stay off on the lent machines (safety.py);
 
 
 def job_env(token: str, cuda_devices: list[int] | None, extensions_dir: str | None,
-            allow_multicast: bool = False) -> dict[str, str]:
+            allow_multicast: bool = False, shared: bool = False) -> dict[str, str]:
     # the allocation's and this step's SLURM_* would make a rank look like a task of this step
     # (launch/slurm.py gives a step's srun back what names the allocation)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
@@ -23,6 +23,8 @@ def job_env(token: str, cuda_devices: list[int] | None, extensions_dir: str | No
               "PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS"):
         env.pop(k, None)
     env.update({k: v for k, v in SAFE_ENV.items() if not (allow_multicast and k in MULTICAST_OFF)})
+    if shared:      # ranks share a GPU (--kb-oversubscribe): every process of the job, the multicast switches untouched
+        env.update(SHARED_ENV)
     env["KB_JOB_TOKEN"] = token
     env["KB_NODES"] = "1"       # the fork and torchrun launchers run a job on one node (slurm: rank/steps.py)
     env.setdefault("OMP_NUM_THREADS", "1")

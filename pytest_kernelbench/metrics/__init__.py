@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from math import comb
 from typing import Any
 
-from ..protocol import COUNTED, GOOD_TIERS, TIERS, Failure, Outcome, Tier, tier  # noqa: F401 (their one home)
+from ..protocol import COUNTED, GOOD_TIERS, SHARED_PLACEMENT, TIERS, Failure, Outcome, Tier, tier  # noqa: F401 (their one home)
 from ..rank.stats import BAND_COVERAGE, median_band, paired_ratios, paired_speedup, size_band  # noqa: F401
 
 CATEGORIES = tuple(Failure)
@@ -122,8 +122,14 @@ def _scored(items: Iterable[dict]) -> list[dict]:
 def speed_scored(items: Iterable[dict]) -> list[dict]:
     """The items whose speedup counts: all but those of a problem marked `unscored` (its speed is
     reported in its own figure, latency or bandwidth, because the design it prescribes cannot be
-    measured fairly against the reference; problem.yaml says why)."""
-    return [i for i in items if not i.get("unscored")]
+    measured fairly against the reference; problem.yaml says why) and those whose ranks shared a
+    GPU (--kb-oversubscribe: correctness only, never timed, never a speed figure's item)."""
+    return [i for i in items if not i.get("unscored") and not is_shared(i)]
+
+
+def is_shared(item: dict) -> bool:
+    """Whether an item's ranks shared GPUs (record["placement"] == "shared"): correctness only."""
+    return item.get("placement") == SHARED_PLACEMENT
 
 
 def aggregate(items: list[dict]) -> dict:
@@ -163,13 +169,14 @@ def aggregate(items: list[dict]) -> dict:
         "fast_1": fast["1.0"],
         "tiers": dict(tiers),
         "fast_p": fast,
-        "unscored": total - speed_total,
+        "unscored": total - speed_total - sum(1 for i in done if is_shared(i) and not i.get("unscored")),
+        "shared": sum(1 for i in done if is_shared(i)),       # counted for correctness, outside every speed figure
         "reference_copies": sum(1 for i in done if i.get("failure") == Failure.REFERENCE_COPY),
         "failures": dict(_count(i.get("failure") for i in done if i["outcome"] != Outcome.PASSED)),
         "skip_reasons": dict(_count(i.get("message") or Outcome.SKIPPED for i in items
                                     if i.get("outcome") == Outcome.SKIPPED)),
-        "roofline_gm": geomean([(i.get("roofline") or {}).get("candidate") for i in passed]),
-        "suspect": sum(1 for i in passed if i.get("suspect")),
+        "roofline_gm": geomean([(i.get("roofline") or {}).get("candidate") for i in passed if not is_shared(i)]),
+        "suspect": sum(1 for i in passed if i.get("suspect") and not is_shared(i)),
         "family_weighted": family_weighted(done),
     }
     from . import usage
@@ -229,11 +236,14 @@ def _samples(items: list[dict]) -> dict:
         for group in by_problem.values():
             n = len(group)
             c = sum(1 for i in group if i["outcome"] == Outcome.PASSED)
-            fc = sum(1 for i in group if i["outcome"] == Outcome.PASSED and (i.get("score") or 0) > 1.0)
             p.append(pass_at_k(n, c, k))
-            f.append(pass_at_k(n, fc, k))
+            timed = [i for i in group if not is_shared(i)]     # fast_1@k is a speed figure: never a shared GPU's
+            if timed:
+                fc = sum(1 for i in timed if i["outcome"] == Outcome.PASSED and (i.get("score") or 0) > 1.0)
+                f.append(pass_at_k(len(timed), fc, min(k, len(timed))))
         res[f"pass@{k}"] = sum(p) / len(p)
-        res[f"fast_1@{k}"] = sum(f) / len(f)
+        if f:
+            res[f"fast_1@{k}"] = sum(f) / len(f)
     return {"samples": res}
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ..protocol import atomic_write
 from ..spec.problem import Problem, ProblemError
+from ..spec import shared
 from . import eligibility, pairing, taxonomy
 
 PREFIX = "pkb"                     # item ids are pkb/<N>_<name>
@@ -195,7 +196,8 @@ def problem_for(root: Path, ref: Path, base: Path, branches: dict[int, set[str]]
         world_sizes=tuple(facts.get("world_sizes", WORLD_SIZES)), devices=("cpu", "cuda") if cpu else ("cuda",),
         dtype=DTYPE, sizes=sizes, forbid=FORBID, inplace=bool(facts.get("inplace", writes_inputs(fn))),
         tolerance=dict(TOLERANCE), timeout_s=facts.get("timeout_s"), cpu_note=cpu_note,
-        no_cpu_candidate=None, protected=(root / "reference", root / "utils"))
+        no_cpu_candidate=None, protected=(root / "reference", root / "utils"),
+        shared_device=shared.reference_needs(ref.read_text()))      # no problem.yaml: read off the reference
 
 
 def cpu_facts(stem: str) -> tuple[bool, str | None, dict | None]:

@@ -94,8 +94,10 @@ class CandidateProcess:
             self.chan.send(StorePort(store.port))
         else:
             store = TCPStore(msg.store_host, msg.store_port, msg.world, False, timeout=timeout)
-        kwargs: dict[str, Any] = {"device_id": self.device} if self.cuda else {}
-        dist.init_process_group("nccl" if self.cuda else "gloo", store=store, rank=msg.rank, world_size=msg.world,
+        # gloo where ranks share a GPU (JobSpec.backend): NCCL refuses two ranks on one device
+        backend = msg.backend or ("nccl" if self.cuda else "gloo")
+        kwargs: dict[str, Any] = {"device_id": self.device} if backend == "nccl" else {}
+        dist.init_process_group(backend, store=store, rank=msg.rank, world_size=msg.world,
                                 timeout=timeout, **kwargs)
         self.dtype = getattr(torch, msg.dtype)
         from .globalstate import GlobalState

@@ -43,6 +43,7 @@ class Checker:
         self.rank = int(os.environ["RANK"])
         self.world = int(os.environ["WORLD_SIZE"])
         self.local_rank = int(os.environ.get("LOCAL_RANK", self.rank))
+        self.gpu = self.job.gpu_of(self.local_rank)     # its GPU: the local rank, or a shared one (--kb-oversubscribe)
         self.files = JobFiles(job_dir, self.rank, self.job.token)
         self.files.redirect_output()
         self.phases: dict[str, float] = {}
@@ -64,7 +65,7 @@ class Checker:
         """Fork the candidate process and (when timing) the reference process, its twin that times
         the reference through the same batch protocol: both side by side, each in the same kind of
         hardened process (rank/solvers.py)."""
-        self.link, self.ref = solvers.start(self.layout, self.job, self.rank, self.local_rank)
+        self.link, self.ref = solvers.start(self.layout, self.job, self.rank, self.gpu)
         self.files.pids(os.getpid(), self.link.pid, self.ref.pid if self.ref else 0)
         if not self.job.allow_multicast and os.environ.get("KB_DEV_NO_WATCH") != "1":
             pids = [self.link.pid] + ([self.ref.pid] if self.ref else [])     # both: a window costs both alike
@@ -100,7 +101,7 @@ class Checker:
         job = self.job
         timeout = datetime.timedelta(seconds=float(job.pg_timeout_s))
         # the checker's context made while its solver processes make theirs (rank/cuda.py)
-        context = context_on_thread(torch, self.local_rank) if job.device == "cuda" else None
+        context = context_on_thread(torch, self.gpu) if job.device == "cuda" else None
         # under a prefix only holders of the job's key know (stores.private): not the candidates
         self.store = stores.private(stores.open_store(self.rank, self.world, timeout, self.step_io,
                                                       float(job.compile_timeout_s)), self.key)
@@ -109,13 +110,12 @@ class Checker:
         if context is not None:
             context()
             mark("checker: context")
-            torch.cuda.set_device(self.local_rank)
-            self.device = torch.device("cuda", self.local_rank)
-            backend = "nccl"
+            torch.cuda.set_device(self.gpu)
+            self.device = torch.device("cuda", self.gpu)
         else:
             torch.set_num_threads(1)
             self.device = torch.device("cpu")
-            backend = "gloo"
+        backend = job.backend       # gloo where ranks share a GPU: NCCL refuses two ranks on one device
         kwargs: dict[str, Any] = {"device_id": self.device} if backend == "nccl" else {}
         dist.init_process_group(backend, timeout=timeout, store=self.store, rank=self.rank, world_size=self.world,
                                 **kwargs)
@@ -194,11 +194,12 @@ class Checker:
         job = self.job
         budget = float(job.compile_timeout_s) + 30
         self.isolation = self.link.ready()
-        init = CandidateInit(rank=self.rank, world=self.world, device=job.device, local_rank=self.local_rank,
+        init = CandidateInit(rank=self.rank, world=self.world, device=job.device, local_rank=self.gpu,
                              store_port=0, pg_timeout_s=job.pg_timeout_s, setup_timeout_s=budget, forbid=list(job.forbid),
                              allow_multicast=job.allow_multicast, protected=list(job.protected),
                              candidate_path=job.candidate_path, native_lib=job.native_lib, glue_path=job.glue_path,
-                             sizes=job.sizes, dtype=job.dtype, job_dir=str(self.layout.dir))
+                             sizes=job.sizes, dtype=job.dtype, job_dir=str(self.layout.dir),
+                             backend=job.backend)
         port_key = f"kb/{job.token}/candidate-store"
         if self.rank != 0:     # "<host> <port>": rank 0's node, when the ranks span nodes
             init.store_host, init.store_port = self.published(port_key)
@@ -256,7 +257,7 @@ class Checker:
     def pin(self) -> None:
         """GPU jobs: the checker on a core of its own, its two solver processes on another (cores.py)."""
         if self.job.device == "cuda" and os.environ.get("KB_DEV_NO_PIN") != "1":
-            gpu = pci_address(self.torch, self.local_rank)
+            gpu = pci_address(self.torch, self.gpu)
             self.cores = solvers.pin(self.link, self.ref, self.local_rank,
                                      int(os.environ.get("LOCAL_WORLD_SIZE", self.world)), gpu)
 

@@ -18,12 +18,13 @@ from . import identity
 from .link import Link, threads_of
 
 
-def start(layout: JobLayout, job: JobSpec, rank: int, local_rank: int) -> tuple[Link, Link | None]:
-    """(the candidate process, the reference process or None when timing is off), both forked now."""
+def start(layout: JobLayout, job: JobSpec, rank: int, gpu_index: int) -> tuple[Link, Link | None]:
+    """(the candidate process, the reference process or None when timing is off), both forked now,
+    on GPU `gpu_index` for a CUDA job (JobSpec.gpu_of)."""
     import torch  # noqa: F401 - imported once here, not in each forked process (CUDA stays uninitialized)
     import torch.distributed  # noqa: F401
     env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
-    gpu = local_rank if job.device == "cuda" else None
+    gpu = gpu_index if job.device == "cuda" else None
     # one identity for the job's candidate processes, another for its reference processes (identity.py)
     mine, theirs = identity.job_identities(layout.dir)
     change = identity.wanted()

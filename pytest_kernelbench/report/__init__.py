@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .. import metrics
-from ..protocol import SOLUTIONS_ONLY_SKIP, Outcome, atomic_write
+from ..protocol import SHARED_NO_SPEED, SOLUTIONS_ONLY_SKIP, Outcome, atomic_write
 
 SCHEMA_VERSION = 2   # schemas/report.schema.json
 
@@ -195,7 +195,8 @@ def table(items: list[dict]) -> list[str]:
         name = str(i.get("problem") or i.get("nodeid"))
         if i.get("sample") is not None:
             name += f" #{i['sample']}"
-        rows.append((name, str(i.get("world_size") or "-"), str(i.get("device") or "-"),
+        dev = str(i.get("device") or "-") + (" (shared)" if metrics.is_shared(i) else "")
+        rows.append((name, str(i.get("world_size") or "-"), dev,
                      str((i.get("candidate") or {}).get("label", "-")), outcome + (" (suspect)" if i.get("suspect") else ""),
                      _speed_cell(i), str(i.get("verdict") or "-"),
                      _fmt(roof * 100 if roof is not None else None, "{:.0f}%"), _fmt(i.get("wall_s"), "{:.1f}"),
@@ -240,6 +241,9 @@ def summary_lines(doc: dict) -> list[str]:
         if fam.get("families", a["total"]) < a["total"] and fam.get("pass_x_gm") is not None:
             lines.append(f"each family of variants weighing as one problem ({fam['families']} families): pass rate "
                          f"{fam['pass_rate']:.1%}, GM-speedup {fam['gm_speedup']:.3f}x, Pass x GM {fam['pass_x_gm']:.3f}")
+    elif a.get("shared") and not any(i.get("device") == "cpu" for i in doc["items"]):
+        lines.append(f"speed: none ({SHARED_NO_SPEED}: the ranks shared GPUs, --kb-oversubscribe; no speedup, "
+                     "verdict, GM-speedup, Pass x GM, PASS+Good, fast_p or roofline)")
     elif any(i.get("device") == "cpu" for i in doc["items"]):
         lines.append("speed: none (cpu: not a speed; gloo timings exercise the timing protocol only, so no "
                      "speedup, verdict, GM-speedup, Pass x GM, PASS+Good or fast_p)")
@@ -255,6 +259,9 @@ def summary_lines(doc: dict) -> list[str]:
         lines.append(cost)
     if a.get("roofline_gm") is not None:
         lines.append(f"roofline (GM over passed items) {a['roofline_gm']:.1%}; suspect items: {a['suspect']}")
+    if a.get("shared") and a.get("gm_speedup") is not None:
+        lines.append(f"shared GPU: {a['shared']} item(s) ran with their ranks sharing GPUs (--kb-oversubscribe): in "
+                     "the pass rate, outside every speed figure above")
     if a.get("unscored"):
         lines.append(f"unscored: {a['unscored']} item(s) of problems that report latency or bandwidth only "
                      "(in the pass rate, outside every speed aggregate)")

@@ -129,6 +129,8 @@ def _item_change(b: dict | None, n: dict | None, threshold: float) -> str:
         return "fixed"
     if not bp:
         return "same"
+    if metrics.is_shared(b) or metrics.is_shared(n):      # a shared GPU's run has no speed to set against any
+        return "no speed"
     return metrics.speed_change(b.get("score"), b.get("band"), n.get("score"), n.get("band"), threshold) or "no speed"
 
 
@@ -225,6 +227,10 @@ def _lines(c: Comparison) -> list[str]:
     counts: dict[str, int] = {}
     for d in c.items:
         counts[d.change] = counts.get(d.change, 0) + 1
+    shared = [d.name for d in c.items if any(metrics.is_shared(r) for r in (d.base, d.new) if r)]
+    if shared:
+        out.append(f"shared GPU: {len(shared)} item(s) ran with ranks sharing GPUs in BASE or NEW (--kb-oversubscribe): "
+                   "compared by outcome only, never by speed, and outside both runs' speed figures")
     out.append("items: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
                + (f"; {c.not_selected} of BASE not selected in this run (not compared)" if c.not_selected else ""))
     if c.regressions:

@@ -96,7 +96,11 @@ def machine_name(doc: dict, recs: list[dict]) -> str:
         where = "CPU (gloo)"
     else:
         where = f"{m.get('gpu_count')}x {m['gpu_model']}" if m.get("gpu_model") else "GPU"
-    return where + (f", W={'/'.join(map(str, worlds))}" if worlds else "")
+    # ranks that shared GPUs (--kb-oversubscribe) measured no speed: their row is never one with timed
+    # records of the same candidate and machine, and says so
+    shared = sum(1 for i in done if metrics.is_shared(i))
+    tag = "" if not shared else ", shared GPU" if shared == len(done) else f", {shared} of {len(done)} on a shared GPU"
+    return where + (f", W={'/'.join(map(str, worlds))}" if worlds else "") + tag
 
 
 @dataclass

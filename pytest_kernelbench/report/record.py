@@ -37,6 +37,7 @@ class ItemRecord:
     # where and how it ended
     device: str | None = None
     world_size: int | None = None
+    placement: str | None = None                # "shared": W ranks on fewer GPUs (--kb-oversubscribe), never timed
     outcome: Outcome | str | None = None
     failure: Failure | str | None = None
     message: str | None = None

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from . import bandwidth
+from . import bandwidth, shared
 from .kinds import KINDS, Kind
 
 CATEGORIES = ("p2p", "collective", "ep", "fusion", "utility")
@@ -79,6 +79,7 @@ class Problem:
     nodes: int = 1                 # the fewest nodes its ranks must span (multi-node problems: 2)
     busbw: str | None = None       # nccl-tests' collective whose bus factor applies (spec/bandwidth.py)
     scale: bandwidth.Scale | None = None   # the size field that scales, in elements (bytes per size, sweeps)
+    shared_device: dict | None = None   # why it cannot run with ranks sharing a GPU, if so (spec/shared.py)
 
     @property
     def kind_spec(self) -> Kind:
@@ -219,7 +220,11 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
         # the point of a multi-node problem is the inter-node path next to the intra-node one
         raise ProblemError(p, f"field 'nodes' is {nodes}: some world size must split into {nodes} nodes of "
                               f">= 2 ranks each (world_sizes: {world_sizes})")
-    known = {"title", "description", "category", "parallelism", "difficulty", "libraries", "world_sizes",
+    try:
+        shared_device = shared.parse(data.get("shared_device"))
+    except shared.SharedDeviceError as e:
+        raise ProblemError(p, str(e)) from None
+    known = {"shared_device", "title", "description", "category", "parallelism", "difficulty", "libraries", "world_sizes",
              "devices", "dtype", "sizes", "forbid", "inplace", "tolerance", "timeout_s", "cpu_note",
              "no_cpu_candidate", "solutions", "kind", "template", "metric", "build", "family", "unscored",
              "nodes", "busbw", "scale"}
@@ -260,7 +265,8 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
                    forbid=forbid, inplace=inplace, tolerance=tolerance, timeout_s=timeout_s,
                    cpu_note=cpu_note, no_cpu_candidate=no_cpu.strip() if no_cpu else None, solutions=solutions,
                    kind=kind, metric=metric, template=template, build=build, family=family,
-                   unscored=unscored.strip() if unscored else None, nodes=nodes, busbw=busbw, scale=scale)
+                   unscored=unscored.strip() if unscored else None, nodes=nodes, busbw=busbw, scale=scale,
+                   shared_device=shared_device)
 
 
 def _solutions(folder: Path, declared: dict, devices: tuple, p: Path) -> dict:
@@ -355,6 +361,7 @@ class Placement:
     world_size: int
     sizes: list
     swept: dict = field(default_factory=dict)     # --kb-sweep: name -> config of each swept size
+    shared: bool = False       # --kb-oversubscribe: its ranks share fewer GPUs than W (correctness only)
 
     def config(self, problem: Problem, name: str) -> dict:
         """A size's config: a swept one's, else problem.yaml's."""
