@@ -39,8 +39,8 @@ def annotate(sizes: list[dict], collective: str | None, scale: Scale | None, wor
         if nbytes is None:
             continue
         s["bytes_per_rank"] = nbytes
-        medians = {side: (timing.get(side) or {}).get("median_s") for side in SIDES}
-        medians = {k: v for k, v in medians.items() if isinstance(v, (int, float)) and v > 0}
+        raw = {side: (timing.get(side) or {}).get("median_s") for side in SIDES}
+        medians = {k: float(v) for k, v in raw.items() if isinstance(v, (int, float)) and v > 0}
         if not medians:
             continue
         s["algbw_GBps"] = {k: algbw(nbytes, v) for k, v in medians.items()}

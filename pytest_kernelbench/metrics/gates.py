@@ -86,8 +86,8 @@ def misses(item: dict, gates: list[Gate]) -> list[str]:
             continue
         sizes = _sizes_of(item, g.size)
         if g.kind == "busbw":
-            values = [(s.get("busbw_GBps") or {}).get("candidate") for s in sizes]
-            values = [v for v in values if v is not None]
+            found = [(s.get("busbw_GBps") or {}).get("candidate") for s in sizes]
+            values = [float(v) for v in found if v is not None]
             if not values:
                 continue        # no busbw declared (problem.yaml busbw), or the size did not run
             value = sum(values) / len(values)

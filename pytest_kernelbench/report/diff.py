@@ -164,7 +164,7 @@ def compare(base_doc: dict, new_doc: dict, fail_on: FailOn | None = None) -> Com
                                 fail_on.throughput if fail_on.throughput is not None else DEFAULT_THROUGHPUT)
     cmp.per_size = fail_on.latency is not None or fail_on.throughput is not None
     if fail_on.latency is not None:
-        cmp.regressions += [f"{s.item}@{s.size}: latency {s.base_s * 1e6:.1f} -> {s.new_s * 1e6:.1f} us"
+        cmp.regressions += [f"{s.item}@{s.size}: latency {(s.base_s or 0) * 1e6:.1f} -> {(s.new_s or 0) * 1e6:.1f} us"
                             for s in cmp.sizes if s.latency == "regression"]
     if fail_on.throughput is not None:
         cmp.regressions += [f"{s.item}@{s.size}: {s.unit} {s.base_bw:.1f} -> {s.new_bw:.1f} GB/s"

@@ -50,7 +50,7 @@ def _speedup(s: dict) -> str:
 
 def rows(items: list[dict]) -> list[tuple[str, ...]]:
     """The table's rows (no header): passed items with timed sizes, by problem then size order."""
-    out = []
+    out: list[tuple[str, ...]] = []
     for i in items:
         if i.get("outcome") != Outcome.PASSED:
             continue

@@ -99,7 +99,8 @@ def lines(ds: list[SizeDelta]) -> list[str]:
         marks = [f"latency {d.latency}" if d.latency in ("regression", "improvement") else "",
                  f"{d.unit} {d.throughput}" if d.throughput in ("regression", "improvement") else ""]
         mark = ", ".join(filter(None, marks)).replace("regression", "REGRESSION") or "noise"
-        rows.append((d.item, d.size, human_bytes(d.nbytes), f"{d.base_s * 1e6:.1f}", f"{d.new_s * 1e6:.1f}",
+        us = lambda x: "-" if x is None else f"{x * 1e6:.1f}"      # noqa: E731
+        rows.append((d.item, d.size, human_bytes(d.nbytes), us(d.base_s), us(d.new_s),
                      _pct(d.base_s, d.new_s), bw(d.base_bw), bw(d.new_bw),
                      (f"{d.unit} " if d.unit else "") + _pct(d.base_bw, d.new_bw), mark))
     widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
