@@ -75,6 +75,7 @@ def child(sock: socket.socket, scratch: str, builds: str, ident: identity.Identi
     os.environ.update(HOME=scratch, TMPDIR=scratch, XDG_CACHE_HOME=scratch, CUDA_CACHE_PATH=scratch,
                       TORCH_EXTENSIONS_DIR=builds, TRITON_CACHE_DIR=os.path.join(builds, "triton"),
                       **identity.env(ident))
+    tempfile.tempdir = None      # the parent's mkdtemp cached /tmp, which the sandbox closes (candidate.main does the same)
     layers = sandbox.harden([], [scratch, builds], ident)
     os.chdir(scratch)
     if "uid" in layers:

@@ -351,6 +351,8 @@ def main(sock_fd: int, ctrl: ControlPage, log_fd: int, read_only: list[str], rea
         faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)   # where it was, when stopped
         sys.argv = ["kernelbench-candidate"]
         os.environ.update(env)             # home, temporary and cache folders inside its own scratch
+        import tempfile
+        tempfile.tempdir = None            # re-read TMPDIR: a value cached before the fork names a folder it cannot write
         os.chdir(env.get("HOME", "/"))
         from .sandbox import harden, nondumpable
         hostmem.steady()                   # both solver processes' host allocator alike (rank/hostmem.py)
