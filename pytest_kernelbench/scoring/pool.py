@@ -170,11 +170,13 @@ class WorkerPool:
         for f in as_completed(futures):
             yield f.result()
 
-    def close(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=True)
-        for w in self._all:
+    def close(self, kill: bool = False) -> None:
+        """Wait for the evaluations running (queued ones are cancelled) and stop the workers; kill:
+        stop them now, each with its rank server and ranks (a service shutting down)."""
+        self._executor.shutdown(wait=not kill, cancel_futures=True)
+        for w in list(self._all):
             if w.alive():
-                w.stop()
+                w.stop(kill=kill)
 
     def __enter__(self) -> WorkerPool:
         return self
