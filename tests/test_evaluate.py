@@ -123,3 +123,30 @@ def test_bad_requests_are_refused_before_anything_runs():
     assert (s.nproc, s.sizes, s.timing, own["deadline"]) == (2, ["tiny"], False, 30.0)
     with pytest.raises(UnknownProblem):
         Evaluator().evaluate("nope/nope", "def solution(x): return x")
+
+
+@pytest.mark.e2e
+def test_kernelbench_prompt_and_try_the_agent_tools(tree, tmp_path):
+    """`kernelbench prompt PROBLEM` prints the task a model sees; `kernelbench try PROBLEM FILE` runs
+    one evaluation and prints the feedback (exit 1 when it did not pass)."""
+    import subprocess
+
+    from kbrun import inner_env
+    _, problems, _ = tree
+    cli = [sys.executable, "-m", "pytest_kernelbench.cli"]
+    proc = subprocess.run([*cli, "prompt", "collective/wrong", "--problems", str(problems), "--world-size", "2",
+                           "--device", "cpu"], cwd=tmp_path, env=inner_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "<!-- system -->" in proc.stdout and "<!-- user -->" in proc.stdout and "def solution(" in proc.stdout
+    assert "harness.py" not in proc.stdout
+    (tmp_path / "solution.py").write_text(CANDIDATES["wrong"])
+    proc = subprocess.run([*cli, "try", "collective/wrong", "solution.py", "--problems", str(problems),
+                           "--world-size", "2", "--sizes", "tiny", "--timing", "off"],
+                          cwd=tmp_path, env=inner_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("collective/wrong: failed (mismatch), disposition valid"), proc.stdout
+    assert "Failed: mismatch." in proc.stdout and "## Result of your round 1" in proc.stdout
+    proc = subprocess.run([*cli, "try", "collective/no_such", "solution.py", "--problems", str(problems)],
+                          cwd=tmp_path, env=inner_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "unknown problem" in proc.stderr, proc.stderr

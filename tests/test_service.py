@@ -48,7 +48,7 @@ CANDIDATES = {"honest": RING, "wrong": "def solution(x):\n    return x.clone()\n
               "forbidden": "import torch.distributed as dist\n\ndef solution(x):\n    y = x.clone()\n"
                            "    dist.all_reduce(y)\n    return y\n",
               "cheat": CHEATS["global_dispatch_mode"], "kills_itself": KILLS_ITSELF, "forks": FORKS, "floods": FLOODS,
-              "sets_state": SETS_STATE, "sees_state": SEES_STATE}
+              "sets_state": SETS_STATE, "sees_state": SEES_STATE, "all_reduce": RING}
 # the candidate's verdict (disposition valid) for each: the harness judges it, the service only carries it
 EXPECTED = {"honest": ("passed", None), "wrong": ("failed", "mismatch"), "deadlock": ("failed", "timeout"),
             "forbidden": ("failed", "forbidden_call"), "cheat": ("failed", "forbidden_call"),
@@ -136,7 +136,7 @@ def test_one_evaluation_health_and_problems(server):
 
 
 def test_a_batch_with_cheats_and_deadlocks_streams_and_the_service_stays_up(server):
-    names = [n for n in CANDIDATES if n not in ("sets_state", "sees_state")]
+    names = [n for n in CANDIDATES if n not in ("sets_state", "sees_state", "all_reduce")]
     reqs = [{"problem": f"collective/{names[k % len(names)]}", "code": CANDIDATES[names[k % len(names)]],
              "id": f"{names[k % len(names)]}-{k}"} for k in range(BATCH)]
     t0 = time.monotonic()
@@ -188,6 +188,8 @@ def test_malformed_requests_get_a_clear_4xx(server):
     assert r.status_code == 422 and "unknown option" in r.json()["detail"]
     assert c.post("/v1/evaluate", json={**good, "options": {"trials": -1}}).status_code == 422
     assert c.post("/v1/batches", json={"requests": []}).status_code == 422
+    r = c.post("/v1/evaluate", json={**good, "options": {"reward": "nope"}})
+    assert r.status_code == 422 and "unknown reward preset" in r.json()["detail"]
     assert c.get("/v1/evaluations/nope").status_code == 404
     assert c.get("/v1/batches/nope").status_code == 404
     assert c.get("/v1/health").json()["status"] == "ok"
@@ -227,3 +229,17 @@ def test_a_token_is_required_when_set_and_for_any_non_local_address(tree):
         assert srv.client.get("/v1/health").status_code == 200
     finally:
         srv.stop()
+
+
+def test_the_training_loop_client_of_the_docs_runs_against_the_service(server, tmp_path):
+    """docs/training.md's worked example, as the page shows it: a batch of model answers scored
+    through the service, one reward per rollout."""
+    import re
+    page = (Path(__file__).resolve().parent.parent / "docs" / "training.md").read_text()
+    code = re.findall(r"```python\n(.*?)\n```\n", page, re.S)[-1]
+    (tmp_path / "client.py").write_text(code)
+    proc = subprocess.run([sys.executable, "client.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**inner_env(), "KB_SERVICE_URL": server.url})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[0.3, 0.0, -1.0]", proc.stdout
+    assert "rollout-2: valid failed forbidden_call reward -1.0" in proc.stdout

@@ -85,6 +85,12 @@ def settings_for(options: dict[str, Any]) -> tuple[kb_options.Settings, dict[str
             raise EvaluateError(f"deadline={own['deadline']!r}: expected seconds") from None
         if own["deadline"] <= 0:
             raise EvaluateError("deadline: must be > 0")
+    if own.get("reward") is not None:
+        from ..metrics.rewards import preset_named
+        try:
+            preset_named(own["reward"])
+        except ValueError as e:
+            raise EvaluateError(f"reward: {e}") from None
     return kb_options.settings(values), own
 
 
