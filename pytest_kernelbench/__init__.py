@@ -6,8 +6,9 @@ __all__ = ["evaluate", "evaluate_many"]
 
 
 def __getattr__(name: str):
-    # lazy: every rank process imports this package (protocol.py) and must not pay for the scorer
+    # resolved on first use, by name: every rank process imports this package (protocol.py) and
+    # must not pay for the scorer, and the package root (the vocabulary stage) imports nothing above it
     if name in __all__:
-        from . import scoring
-        return getattr(scoring, name)
+        import importlib
+        return getattr(importlib.import_module(f"{__name__}.scoring"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
