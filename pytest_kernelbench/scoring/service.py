@@ -42,6 +42,8 @@ MAX_BODY_BYTES = 4 * 1024 * 1024       # a batch of 32 candidates of 100 KiB eac
 MAX_CODE_CHARS = 256 * 1024
 MAX_BATCH = 256
 KEEP_FINISHED = 10_000                 # finished evaluations kept for polling (oldest dropped first)
+STATUSES = ("queued", "done", "refused")     # an evaluation's status in the API
+QUEUED, DONE, REFUSED = STATUSES
 
 
 class ServeError(Exception):
@@ -109,14 +111,14 @@ class Jobs:
         if fut is None:
             return None
         if not fut.done():
-            return {"id": eval_id, "status": "queued"}
+            return {"id": eval_id, "status": QUEUED}
         return self._finish(eval_id, fut)
 
     def _finish(self, eval_id: str, fut: Future) -> dict:
         try:
-            out = {"id": eval_id, "status": "done", "evaluation": fut.result().to_dict()}
+            out = {"id": eval_id, "status": DONE, "evaluation": fut.result().to_dict()}
         except EvaluateError as e:     # checked at submission; a worker may still refuse
-            out = {"id": eval_id, "status": "refused", "error": str(e)}
+            out = {"id": eval_id, "status": REFUSED, "error": str(e)}
         self.futures.pop(eval_id, None)
         self.done[eval_id] = out
         while len(self.done) > KEEP_FINISHED:
@@ -233,9 +235,9 @@ def make_app(pool: WorkerPool, token: str | None = None, queue_limit: int = 256)
         eval_id = jobs.submit(request)
         if req.wait:
             out = await jobs.wait(eval_id, req.wait)
-            if out.get("status") == "done":
+            if out.get("status") == DONE:
                 return out
-        return JSONResponse({"id": eval_id, "status": "queued", "poll": f"/{API}/evaluations/{eval_id}"},
+        return JSONResponse({"id": eval_id, "status": QUEUED, "poll": f"/{API}/evaluations/{eval_id}"},
                             status_code=202)
 
     @app.get(f"/{API}/evaluations/{{eval_id}}")
@@ -260,7 +262,7 @@ def make_app(pool: WorkerPool, token: str | None = None, queue_limit: int = 256)
         if ids is None:
             raise HTTPException(404, f"no batch {batch_id!r}")
         results = [jobs.status(i) or {"id": i, "status": "unknown"} for i in ids]
-        return {"batch": batch_id, "done": sum(r["status"] != "queued" for r in results), "total": len(ids),
+        return {"batch": batch_id, "done": sum(r["status"] != QUEUED for r in results), "total": len(ids),
                 "evaluations": results}
 
     @app.get(f"/{API}/batches/{{batch_id}}/stream")
