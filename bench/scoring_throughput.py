@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -102,6 +103,7 @@ def main() -> None:
     lines += [f"| {how} | {wall:.1f} | {3600 * a.n / wall:.0f} |" for how, wall in rows]
     text = "\n".join(lines)
     print(text)
+    shutil.rmtree(root, ignore_errors=True)
     if a.md:
         Path(a.md).write_text(text + "\n")
 

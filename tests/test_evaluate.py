@@ -99,7 +99,11 @@ def test_evaluate_in_process_matches_the_item(tree, by_pytest):
 def test_a_deadline_met_while_queued_is_retryable_not_a_zero(tree):
     from pytest_kernelbench.scoring import Evaluator
     _, problems, _ = tree
-    ev = Evaluator(problems).evaluate("collective/honest", RING, {**OPTIONS, "deadline": 5}, submitted=time.time() - 10)
+    evaluator = Evaluator(problems)
+    try:
+        ev = evaluator.evaluate("collective/honest", RING, {**OPTIONS, "deadline": 5}, submitted=time.time() - 10)
+    finally:
+        evaluator.close()
     assert (ev.record.outcome, ev.record.failure) == (Outcome.ERROR, Failure.HARNESS_ERROR)
     assert "deadline met while queued" in ev.record.message
     assert ev.disposition == Disposition.RETRYABLE
@@ -121,8 +125,11 @@ def test_bad_requests_are_refused_before_anything_runs():
         settings_for({"timing": "sometimes"})
     s, own = settings_for({"world_size": 2, "sizes": ["tiny"], "timing": False, "deadline": 30})
     assert (s.nproc, s.sizes, s.timing, own["deadline"]) == (2, ["tiny"], False, 30.0)
+    evaluator = Evaluator()
     with pytest.raises(UnknownProblem):
-        Evaluator().evaluate("nope/nope", "def solution(x): return x")
+        evaluator.evaluate("nope/nope", "def solution(x): return x")
+    evaluator.close()
+    assert not evaluator.workdir.exists()          # its scratch folder goes with it
 
 
 @pytest.mark.e2e

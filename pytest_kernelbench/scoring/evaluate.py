@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 API_OPTIONS = "nproc sizes trials timing timing-rounds seed timeout device compile-timeout pg-timeout cpu-ranks".split()
 OPTION_NAMES = {"world_size": "nproc", **{kb_options.BY_NAME[n].field: n for n in API_OPTIONS}}
 # options of the evaluation itself, not of the item's run
-OWN_OPTIONS = ("deadline", "reward")
+OWN_OPTIONS = ("deadline", "reward", "keep_job")
 
 
 class EvaluateError(ValueError):
@@ -172,6 +172,7 @@ class Evaluator:
                  workdir: str | Path | None = None, launcher: str = "fork") -> None:
         self.problems_dir = problems_dir
         self.pkb = pkb
+        self._own_workdir = workdir is None          # made here: removed by close()
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="kb-evaluate-"))
         self.launcher = launcher
         self._session: KBSession | None = None
@@ -190,6 +191,9 @@ class Evaluator:
         if self._session is not None:
             self._session.close()
             self._session = None
+        if self._own_workdir:
+            import shutil
+            shutil.rmtree(self.workdir, ignore_errors=True)     # (a later evaluation makes what it needs again)
 
     def evaluate(self, problem_id: str, code: str, options: dict | None = None, eval_id: str | None = None,
                  submitted: float | None = None) -> Evaluation:
@@ -248,12 +252,19 @@ class Evaluator:
             rec.end(Outcome.SKIPPED, message=str(e))
             return rec
         try:
-            return session.run_item(problem, candidate, placement, nodeid)
+            rec = session.run_item(problem, candidate, placement, nodeid)
         except Exception as e:  # noqa: BLE001 - an error of the harness, never the candidate's
             rec = base_record(problem, candidate, nodeid)
             rec.device, rec.world_size = placement.device, placement.world_size
             rec.end(Outcome.ERROR, Failure.HARNESS_ERROR, f"{type(e).__name__}: {e}")
             return rec
+        if rec.job_dir and not own.get("keep_job"):
+            # a failed job's folder (logs, candidate) is kept by a pytest run for people to read; a
+            # scorer's record already carries what the feedback needs, and a service must not fill the disk
+            from ..launch import remove_job_dir
+            remove_job_dir(Path(rec.job_dir))
+            rec.job_dir = None
+        return rec
 
 
 def feedback_text(problem: Problem, record: ItemRecord) -> str:
@@ -280,4 +291,6 @@ def evaluate(problem_id: str, code: str, **options: Any) -> Evaluation:
         if _default is not None:
             _default.close()
         _default = Evaluator(**where)
+        import atexit
+        atexit.register(_default.close)      # its rank server and scratch folder go with this process
     return _default.evaluate(problem_id, code, options)

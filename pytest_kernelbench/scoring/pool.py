@@ -13,6 +13,7 @@ import json
 import os
 import queue
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -107,6 +108,7 @@ class WorkerPool:
                  workdir: str | Path | None = None, launcher: str = "fork") -> None:
         self.size = workers or default_workers()
         self.problems_dir, self.pkb = problems_dir, pkb
+        self._own_workdir = workdir is None          # made here: removed by close()
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="kb-pool-"))
         self.config = {"problems_dir": str(problems_dir) if problems_dir else None, "pkb": pkb,
                        "launcher": launcher}
@@ -177,6 +179,8 @@ class WorkerPool:
         for w in list(self._all):
             if w.alive():
                 w.stop(kill=kill)
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> WorkerPool:
         return self

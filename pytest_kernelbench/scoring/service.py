@@ -41,6 +41,7 @@ API = "v1"
 MAX_BODY_BYTES = 4 * 1024 * 1024       # a batch of 32 candidates of 100 KiB each fits
 MAX_CODE_CHARS = 256 * 1024
 MAX_BATCH = 256
+MAX_TIMEOUT_S = 3600.0                 # the longest job deadline (timeout, deadline) a request may ask for
 KEEP_FINISHED = 10_000                 # finished evaluations kept for polling (oldest dropped first)
 STATUSES = ("queued", "done", "refused")     # an evaluation's status in the API
 QUEUED, DONE, REFUSED = STATUSES
@@ -185,6 +186,12 @@ def make_app(pool: WorkerPool, token: str | None = None, queue_limit: int = 256)
 
     def checked(req: EvalRequest, common: dict | None = None) -> dict:
         options = {**(common or {}), **req.options}
+        for key in ("timeout", "deadline", "compile_timeout", "pg_timeout"):
+            value = options.get(key)
+            if isinstance(value, (int, float)) and value > MAX_TIMEOUT_S:
+                raise HTTPException(422, f"{key}={value}: at most {MAX_TIMEOUT_S:.0f} s here")
+        if options.get("keep_job"):
+            raise HTTPException(422, "keep_job: not through the service (job folders stay on this machine)")
         try:
             pool.check(req.problem, options)
         except UnknownProblem as e:
