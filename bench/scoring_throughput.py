@@ -45,13 +45,28 @@ def by_pytest(root: Path, problems: Path, solutions: Path, names: list[str], wor
     return time.monotonic() - t0
 
 
-def by_batch(problems: Path, cands: dict[str, str], workers: int, options: dict) -> float:
+def by_batch(problems: Path, cands: dict[str, str], workers: int, options: dict) -> tuple[float, list]:
     from pytest_kernelbench import evaluate_many
     t0 = time.monotonic()
     reqs = [{"id": n, "problem": f"collective/{n}", "code": c} for n, c in cands.items()]
     done = list(evaluate_many(reqs, workers=workers, problems_dir=problems, **options))
     assert len(done) == len(reqs)
-    return time.monotonic() - t0
+    return time.monotonic() - t0, done
+
+
+def split(done: list) -> str:
+    """Where a warm evaluation's wall time goes (medians over the batch): the job's launch and
+    teardown (wall minus what the ranks measured), the ranks' setup (process group, inputs), the
+    candidate's import, correctness (every size's trials), timing."""
+    import statistics as st
+    recs = [ev.record for ev in done]
+    phase = {k: st.median([(r.phases_s or {}).get(k) or 0.0 for r in recs]) for k in ("init_s", "import_s", "sizes_s")}
+    wall = st.median([r.wall_s or 0.0 for r in recs])
+    timed = st.median([r.timed_s or 0.0 for r in recs])
+    launch = wall - sum(phase.values())
+    return (f"one warm evaluation (median): wall {wall:.2f} s = launch and teardown {launch:.2f} s + rank setup "
+            f"{phase['init_s']:.2f} s + import {phase['import_s']:.3f} s + correctness and timing "
+            f"{phase['sizes_s']:.2f} s (of which timed {timed:.2f} s); no build (a pure Python candidate)")
 
 
 def by_service(root: Path, problems: Path, cands: dict[str, str], workers: int, options: dict) -> float:
@@ -94,13 +109,17 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="kb-throughput-"))
     problems, solutions = make_tree(root, cands)
     options = {"world_size": a.world, "device": a.device, "timing": False}
+    batch_wall, done = by_batch(problems, cands, a.workers, options)
     rows = [("plain pytest, one item at a time", by_pytest(root, problems, solutions, sorted(cands), a.world, a.device)),
-            (f"evaluate_many(), {a.workers} workers", by_batch(problems, cands, a.workers, options)),
+            (f"evaluate_many(), {a.workers} workers", batch_wall),
             (f"kernelbench serve, {a.workers} workers (incl. its start)",
              by_service(root, problems, cands, a.workers, options))]
     lines = [f"{a.n} evaluations (all_reduce copies, half honest, half wrong), W={a.world}, {a.device}, "
              f"timing off, {os.cpu_count()} cores", "", "| how | wall (s) | evaluations / hour |", "|---|---|---|"]
     lines += [f"| {how} | {wall:.1f} | {3600 * a.n / wall:.0f} |" for how, wall in rows]
+    per = batch_wall * min(a.workers, a.n) / a.n
+    lines += ["", split(done), f"a worker's time per evaluation in the batch: {per:.2f} s (the rest beyond the job's "
+              "wall: loading the problem, writing the job folder, the rank server's fork, feedback, the reply)"]
     text = "\n".join(lines)
     print(text)
     shutil.rmtree(root, ignore_errors=True)
