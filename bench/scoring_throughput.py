@@ -118,8 +118,8 @@ def main() -> None:
              f"timing off, {os.cpu_count()} cores", "", "| how | wall (s) | evaluations / hour |", "|---|---|---|"]
     lines += [f"| {how} | {wall:.1f} | {3600 * a.n / wall:.0f} |" for how, wall in rows]
     per = batch_wall * min(a.workers, a.n) / a.n
-    lines += ["", split(done), f"a worker's time per evaluation in the batch: {per:.2f} s (the rest beyond the job's "
-              "wall: loading the problem, writing the job folder, the rank server's fork, feedback, the reply)"]
+    lines += ["", split(done), f"a worker's time per evaluation in the batch: {per:.2f} s (beyond the job's wall: the "
+              "evaluation's own work, and {a.workers} jobs of {a.world} ranks sharing {os.cpu_count()} cores)"]
     text = "\n".join(lines)
     print(text)
     shutil.rmtree(root, ignore_errors=True)
