@@ -52,7 +52,7 @@ CANDIDATES = {"honest": RING, "wrong": "def solution(x):\n    return x.clone()\n
 # the candidate's verdict (disposition valid) for each: the harness judges it, the service only carries it
 EXPECTED = {"honest": ("passed", None), "wrong": ("failed", "mismatch"), "deadlock": ("failed", "timeout"),
             "forbidden": ("failed", "forbidden_call"), "cheat": ("failed", "forbidden_call"),
-            "kills_itself": ("failed", "crash")}
+            "kills_itself": ("failed", "crash"), "forks": ("failed", "forbidden_call"), "floods": ("passed", None)}
 OPTIONS = {"world_size": 2, "sizes": ["tiny"], "timing": False, "pg_timeout": 10, "timeout": 60}
 BATCH = int(os.environ.get("KB_SERVICE_BATCH", "8"))
 
