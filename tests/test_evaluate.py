@@ -157,3 +157,23 @@ def test_kernelbench_prompt_and_try_the_agent_tools(tree, tmp_path):
     proc = subprocess.run([*cli, "try", "collective/no_such", "solution.py", "--problems", str(problems)],
                           cwd=tmp_path, env=inner_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "unknown problem" in proc.stderr, proc.stderr
+
+
+@pytest.mark.e2e
+def test_pkb_problems_through_evaluate_many(tmp_path):
+    """ParallelKernelBench problems (pkb=CHECKOUT, ids pkb/<N>_<name>) through a batch: the verdicts
+    tests/test_pkb.py asserts for the same candidates as pytest items; a reference that does not
+    load is invalid_problem, retryable."""
+    from pkb_fixture import CANDIDATES as PKB_CANDIDATES
+    from pkb_fixture import make_checkout
+
+    from pytest_kernelbench import evaluate_many
+    pkb = make_checkout(tmp_path / "pkb")
+    expected = {"1_allreduce": ("passed", None), "5_scatter": ("failed", "unsafe"),
+                "7_reducescatter": ("failed", "forbidden_call"), "4_reduce": ("error", "invalid_problem")}
+    reqs = [{"id": stem, "problem": f"pkb/{stem}", "code": PKB_CANDIDATES.get(stem, "def solution(x): return x")}
+            for stem in expected]
+    got = {ev.id: ev for ev in evaluate_many(reqs, workers=2, pkb=str(pkb), world_size=2, timeout=20)}
+    assert {k: (ev.record.outcome, ev.record.failure) for k, ev in got.items()} == expected, \
+        {k: ev.record.message for k, ev in got.items()}
+    assert got["4_reduce"].disposition == Disposition.RETRYABLE and got["1_allreduce"].disposition == Disposition.VALID

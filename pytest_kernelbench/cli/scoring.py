@@ -91,8 +91,12 @@ def _prompt(a: argparse.Namespace) -> int:
     from ..candidates import prompt
     from ..scoring.evaluate import find_problem, settings_for
     from ..session import KBSession, Skip
+    from ..spec.problem import ProblemError
     from ..spec import hardware, shapes
-    problem = find_problem(a.problem, a.problems, a.pkb)
+    try:
+        problem = find_problem(a.problem, a.problems, a.pkb)
+    except ProblemError as e:
+        raise ValueError(str(e)) from None
     settings, _ = settings_for({"world_size": a.world_size, "device": a.device})
     # only placed: the fork launcher starts nothing until a job runs
     session = KBSession(settings, Path.cwd(), "prompt", "prompt", hardware.machine_info(), Path(os.devnull))

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..protocol import Failure, Outcome
 from ..session import base_record
+from ..spec.problem import ProblemError
 from .evaluate import EvaluateError, Evaluation, UnknownProblem, find_problem, settings_for
 
 # beyond the job's own deadline and compile budget: the worker's setup (rank server start, torch
@@ -124,7 +125,10 @@ class WorkerPool:
     def check(self, problem: str, options: dict | None) -> None:
         """A request's own mistakes (unknown problem, bad option), raised before it is queued."""
         settings_for(dict(options or {}))
-        find_problem(problem, self.problems_dir, self.pkb, self.workdir / ".kb-cache")
+        try:
+            find_problem(problem, self.problems_dir, self.pkb, self.workdir / ".kb-cache")
+        except ProblemError:
+            pass        # it exists but does not load: its record says so (invalid_problem, retryable)
 
     def submit(self, problem: str, code: str, options: dict | None = None, eval_id: str | None = None) -> Future:
         request = {"id": eval_id or secrets.token_hex(6), "problem": problem, "code": code,

@@ -34,6 +34,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import IO, Any
 
+from ..spec.problem import ProblemError
 from .evaluate import EvaluateError, UnknownProblem, list_problems
 from .pool import WorkerPool
 
@@ -232,7 +233,7 @@ def make_app(pool: WorkerPool, token: str | None = None, queue_limit: int = 256)
             return prompt_of(pool, problem_id, world_size, device)
         except UnknownProblem as e:
             raise HTTPException(404, str(e)) from None
-        except (EvaluateError, ValueError) as e:
+        except (EvaluateError, ValueError, ProblemError) as e:     # ProblemError: a folder that does not load
             raise HTTPException(422, str(e)) from None
 
     @app.post(f"/{API}/evaluate")
