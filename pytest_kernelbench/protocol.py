@@ -99,6 +99,25 @@ class Failure(enum.StrEnum):
 
 NOT_THE_CANDIDATES = frozenset({Failure.API_ERROR, Failure.INVALID_PROBLEM, Failure.HARNESS_ERROR})
 CANDIDATE_FAILURES = tuple(f for f in Failure if f not in NOT_THE_CANDIDATES)
+
+
+class Disposition(enum.StrEnum):
+    """Whose outcome a record is: a verdict on the candidate, or none (for a trainer: a retryable
+    record is run again, never scored as a zero; for a leaderboard: counted apart)."""
+    VALID = "valid"            # passed, or failed for one of CANDIDATE_FAILURES: the candidate's
+    RETRYABLE = "retryable"    # the infrastructure's (harness_error, api_error, invalid_problem, a lost GPU,
+                               # the deadline met while queued): no verdict on the candidate
+    SKIPPED = "skipped"        # cannot run here (no GPU, a world size that does not fit): not the candidate's
+
+
+def disposition_of(outcome: object) -> Disposition:
+    """The one rule: an outcome of PASSED or FAILED is the candidate's; ERROR (or none: the item
+    ended without a result) the infrastructure's; SKIPPED neither's."""
+    if outcome in (Outcome.PASSED, Outcome.FAILED):
+        return Disposition.VALID
+    return Disposition.SKIPPED if outcome == Outcome.SKIPPED else Disposition.RETRYABLE
+
+
 # the categories whose job log tail says why (the candidate's own prints and stack): shown in the
 # pytest failure text and in the model's feedback
 SHOWS_LOG_TAIL = frozenset({Failure.CRASH, Failure.RUNTIME_ERROR, Failure.COMPILE_ERROR, Failure.TIMEOUT})

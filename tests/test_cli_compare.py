@@ -49,6 +49,17 @@ def test_delta_inside_the_noise_bands_exits_0(base, tmp_path):
     assert main.main(["compare", str(base), str(new)]) == 0      # default --fail-on=speedup:5%,pass
 
 
+def test_an_error_in_new_is_retryable_not_a_lost_pass(base, tmp_path):
+    """Issue 47: an item that passed in BASE and errored in NEW (harness_error: the infrastructure's)
+    is no regression and does not lower NEW's pass rate; it is marked retryable."""
+    new = synth.model_b(tmp_path, "new.json", ring="error")
+    result = compare.compare(reports.load(base), reports.load(new), compare.parse_fail_on("pass"))
+    assert not result.failed and result.regressions == []
+    assert [d.change for d in result.items if d.problem == "p2p/ring_exchange"] == ["retryable"]
+    pass_rate = next(a for a in result.aggregates if a[0] == "pass rate")
+    assert pass_rate[1:] == (pytest.approx(2 / 3), pytest.approx(1 / 2))
+
+
 def test_a_lost_pass_fails_only_when_asked(base, tmp_path):
     new = synth.model_b(tmp_path, "new.json", ring="failed")
     assert main.main(["compare", str(base), str(new), "--fail-on=pass"]) == 1

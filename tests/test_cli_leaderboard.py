@@ -48,12 +48,13 @@ def test_model_a_numbers_by_hand(board):
     # passed items (best round of each sample): sizes [2, .5], [4, 1], [.8, .8]: GM over sizes first
     scores = [math.sqrt(2.0 * 0.5), math.sqrt(4.0 * 1.0), math.sqrt(0.8 * 0.8)]
     gm = math.prod(scores) ** (1 / 3)
-    assert a["total"] == 6 and a["passed"] == 3 and a["pass_rate"] == pytest.approx(0.5)
-    assert a["gm_speedup"] == pytest.approx(gm) and a["pass_x_gm"] == pytest.approx(0.5 * gm)
+    # 6 samples, one of them an API error (retryable: counted apart, not a zero): 5 with a verdict
+    assert a["total"] == 5 and a["passed"] == 3 and a["pass_rate"] == pytest.approx(3 / 5) and a["errors"] == 1
+    assert a["gm_speedup"] == pytest.approx(gm) and a["pass_x_gm"] == pytest.approx(3 / 5 * gm)
     # verdicts: 1.0 on_par (its band holds 1), 2.0 better, 0.8 degraded
     assert a["tiers"] == {"on_par": 1, "better": 1, "degraded": 1}
-    assert a["pass_good"] == pytest.approx(2 / 6)
-    assert a["fast_p"] == pytest.approx({"0.0": 3 / 6, "1.0": 1 / 6, "1.5": 1 / 6, "2.0": 0.0})
+    assert a["pass_good"] == pytest.approx(2 / 5)
+    assert a["fast_p"] == pytest.approx({"0.0": 3 / 5, "1.0": 1 / 5, "1.5": 1 / 5, "2.0": 0.0})
     # pass@k: all_reduce 2 of 2 samples pass, ring 1 of 2, fusion 0 of 2: 1 - C(n-c, k) / C(n, k)
     pass1 = (1.0 + (1 - math.comb(1, 1) / math.comb(2, 1)) + 0.0) / 3
     pass2 = (1.0 + 1.0 + 0.0) / 3
@@ -61,8 +62,8 @@ def test_model_a_numbers_by_hand(board):
     assert a["samples"] == pytest.approx({"pass@1": pass1, "pass@2": pass2, "fast_1@1": fast1, "fast_1@2": 1 / 3})
     # $0.01 a round: 1 + 2 + 1 + 2 + 2 + 0 (the API error) rounds over 3 problems
     assert board[0]["prov/model-a"]["usd_per_problem"] == pytest.approx(0.08 / 3)
-    # first passing rounds: s0 r1, s1 r2, ring s0 r1, others never: of 6 samples
-    assert board[0]["prov/model-a"]["pass_by_round"] == pytest.approx([2 / 6, 3 / 6])
+    # first passing rounds: s0 r1, s1 r2, ring s0 r1, others never: of the 5 samples with a verdict
+    assert board[0]["prov/model-a"]["pass_by_round"] == pytest.approx([2 / 5, 3 / 5])
 
 
 def test_model_b_and_the_ranking(board):
@@ -72,14 +73,14 @@ def test_model_b_and_the_ranking(board):
     assert (b["total"], b["passed"], b["skipped"]) == (3, 2, 1)
     assert b["pass_x_gm"] == pytest.approx(2 / 3 * gm) and b["pass_good"] == pytest.approx(2 / 3)
     assert "samples" not in b          # one sample per problem: no pass@k
-    # ranked by Pass x GM: model-b 0.730 before model-a 0.585; the CPU run unranked after them
+    # ranked by Pass x GM: model-b 0.730 before model-a 0.702; the CPU run unranked after them
     rows = [ln for ln in md.split("## Leaderboard", 1)[1].split("\n## ", 1)[0].splitlines() if ln.startswith("| ")][1:]
     assert [r.split("|")[2].strip() for r in rows] == ["prov/model-b", "prov/model-a", "reference (self-check)"]
     # columns: # name machine problems pass-rate GM Pass-x-GM fast_1 PASS+Good pass@1 pass@k $
     assert _row(md, "prov/model-b") == ["1", "prov/model-b", "4x NVIDIA H200, W=4", "3", "66.7% (2/3)", "1.095x",
                                         "0.730", "33.3%", "66.7%", "-", "-", "$0.0300"]
-    assert _row(md, "prov/model-a")[:12] == ["2", "prov/model-a", "4x NVIDIA H200, W=4", "3", "50.0% (3/6)",
-                                             "1.170x", "0.585", "16.7%", "33.3%", "0.500", "0.667 (k=2)", "$0.0267"]
+    assert _row(md, "prov/model-a")[:12] == ["2", "prov/model-a", "4x NVIDIA H200, W=4", "3",
+                                             "60.0% (3/5; 1 retryable)", "1.170x", "0.702", "20.0%", "40.0%", "0.500", "0.667 (k=2)", "$0.0267"]
 
 
 def test_cpu_run_shows_no_speed_never_zero_or_one(board):
@@ -96,11 +97,12 @@ def test_cpu_run_shows_no_speed_never_zero_or_one(board):
 
 def test_breakdowns_and_rounds(board):
     _, md = board
-    assert _row(md, "prov/model-a", "## By category") == ["prov/model-a", "2/2 1.41x", "0/2", "1/2 0.80x"]
+    # fusion: one sample failed, the other an API error (retryable, counted apart)
+    assert _row(md, "prov/model-a", "## By category") == ["prov/model-a", "2/2 1.41x", "0/1", "1/2 0.80x"]
     assert _row(md, "reference (self-check)", "## By category") == ["reference (self-check)", "1/1", "-", "1/1"]
     assert "| model / candidate | easy | medium | hard |" in md           # difficulty in its own order
     assert "| ep |" not in md.split("## By parallelism")[0]               # only a skipped item had it
-    assert _row(md, "prov/model-a", "## Cumulative") == ["prov/model-a", "33.3%", "50.0%"]
+    assert _row(md, "prov/model-a", "## Cumulative") == ["prov/model-a", "40.0%", "60.0%"]   # of 5 with a verdict
 
 
 def test_reports_of_one_model_on_one_machine_merge(tmp_path):

@@ -29,9 +29,12 @@ STAGES = [
     ("outcome", ("pytest_kernelbench.outcome",)),
     ("metrics", ("pytest_kernelbench.metrics",)),
     ("report", ("pytest_kernelbench.report",)),
-    ("cli", ("pytest_kernelbench.cli",)),
     ("pytest face", ("pytest_kernelbench.plugin", "pytest_kernelbench.fixtures", "pytest_kernelbench.testcase",
                      "pytest_kernelbench.run", "pytest_kernelbench.session", "pytest_kernelbench.hookspec")),
+    # the other face of one item's run (evaluate(), batches, the service): KBSession.run_item without pytest
+    ("scoring", ("pytest_kernelbench.scoring",)),
+    # reports read back, and the commands that drive the faces (kernelbench try, serve)
+    ("cli", ("pytest_kernelbench.cli",)),
 ]
 # what the rank side (a separate, partly sandboxed process) may import of the package
 RANK_FLOOR = ("pytest_kernelbench.protocol", "pytest_kernelbench.procs")

@@ -56,6 +56,14 @@ RUN_BY: dict[str, tuple[str, list[str]]] = {
     "kernelbench compare BASE.json NEW.json --fail-on=speedup:5%,pass":
         ("tests/test_cli_compare.py::test_planted_speed_regression_exits_1", ['"compare"', '"--fail-on=speedup:5%"']),
     "pytest --kb-pkb=~/ParallelKernelBench -n 2": ("tests/test_pkb.py::fixture_run", ['f"--kb-pkb={pkb}"', '"-n", "2"']),
+    # the scoring service: started by the tests' Server (a free port), as `kernelbench serve --port`
+    "kernelbench serve --port 8470": ("tests/test_service.py::__init__", ['"serve", "--port"']),
+    "kernelbench reward reports/run.json --preset kevin":
+        ("tests/test_rewards.py::test_kernelbench_reward_recomputes_from_a_stored_report", ['"reward"', '"kevin"']),
+    "kernelbench prompt collective/all_reduce":
+        ("tests/test_evaluate.py::test_kernelbench_prompt_and_try_the_agent_tools", ['"prompt"']),
+    "kernelbench try collective/all_reduce solution.py":
+        ("tests/test_evaluate.py::test_kernelbench_prompt_and_try_the_agent_tools", ['"try"', '"solution.py"']),
 }
 
 

@@ -39,6 +39,6 @@ def test_the_skip_line_is_short_and_errors_are_singular_for_one():
                for n in range(12)]]
     doc = {"items": items, "aggregates": metrics.aggregate(items), "breakdowns": {}, "config": {}}
     lines = report.summary_lines(doc)
-    assert "(1/2; 0 failed, 1 error, 12 skipped, not counted)" in lines[0]
+    assert "(1/1; 0 failed, 1 error (retryable), 12 skipped, not counted)" in lines[0]
     skipped = next(ln for ln in lines if ln.startswith("skipped: "))
     assert len(skipped) < 500 and skipped.endswith("8 x 8 other reason(s), in the report"), skipped

@@ -111,10 +111,13 @@ def main_table(scores: list[Score]) -> Table:
         usd_cell = "-" if usd is None else f"${usd:.4f}" + ("" if (a.get("cost") or {}).get("usd_known", True) else "*")
         p1, pk, _ = _samples(s)
         rows.append([str(rank) if ranked_ else "-", s.entry.name, s.entry.machine, str(s.problems),
-                     f"{pct(a.get('pass_rate'))} ({a['passed']}/{a['total']})",
+                     f"{pct(a.get('pass_rate'))} ({a['passed']}/{a['total']}"
+                     + (f"; {a['errors']} retryable" if a.get("errors") else "") + ")",
                      s.no_speed or num(a.get("gm_speedup"), "{:.3f}x"),
                      num(a.get("pass_x_gm")), pct(fast_1(a)), pct(a.get("pass_good")), p1, pk, usd_cell])
-    note = ("Pass x GM = pass rate x GM-speedup (GM over sizes per item, then over passed items); fast_1: "
+    note = ("Pass rate over the records with a verdict on the candidate; retryable: records the infrastructure "
+            "left without one (harness or API errors), counted apart, never as a zero. "
+            "Pass x GM = pass rate x GM-speedup (GM over sizes per item, then over passed items); fast_1: "
             "counted items that passed faster than the reference; "
             f"{NA}: no speed was measured (CPU runs time gloo, which is not a speed). pass@k with several "
             "samples per problem (unbiased estimator). * some calls unpriced.")

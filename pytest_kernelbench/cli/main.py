@@ -7,6 +7,9 @@
     kernelbench suite-table | overhead REPORT [--md FILE]          post-processors of GPU runs
     kernelbench fidelity OUTDIR [--runs N] [--world W]             timing fidelity (GPU machine)
     kernelbench spread REPORT... [--md FILE]                       self-check spread per size over runs
+    kernelbench reward REPORT... --preset NAME                     rewards recomputed from stored records
+    kernelbench prompt PROBLEM | try PROBLEM FILE                  the task a model sees; one evaluation
+    kernelbench serve [--host H --port P --token T]                the scoring service (docs/training.md)
 
 Also `python -m pytest_kernelbench.cli ...` (no install needed from a checkout).
 """
@@ -180,6 +183,8 @@ def parser() -> argparse.ArgumentParser:
     sp.add_argument("reports", nargs="+")
     sp.add_argument("--md", help="also write the table to this file")
     sp.set_defaults(run=_spread)
+    from . import scoring
+    scoring.add_commands(sub)
     return ap
 
 
@@ -187,6 +192,6 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     try:
         return a.run(a)
-    except (reports.ReportError, export.ExportError, plots.PlotsUnavailable, ValueError) as e:
+    except (reports.ReportError, export.ExportError, plots.PlotsUnavailable, ValueError, OSError) as e:
         print(f"kernelbench {a.cmd}: {e}", file=sys.stderr)
         return USAGE

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Sequence
 from math import comb
 from typing import Any
 
-from ..protocol import COUNTED, GOOD_TIERS, SHARED_PLACEMENT, TIERS, Failure, Outcome, Tier, tier  # noqa: F401 (their one home)
+from ..protocol import (  # noqa: F401 (their one home)
+    COUNTED, GOOD_TIERS, SHARED_PLACEMENT, TIERS, Disposition, Failure, Outcome, Tier, disposition_of, tier)
 from ..rank.stats import BAND_COVERAGE, median_band, paired_ratios, paired_speedup, size_band  # noqa: F401
 
 CATEGORIES = tuple(Failure)
@@ -109,14 +110,21 @@ def usd_per_problem(items: list[dict]) -> float | None:
     distinct problems counted. None when no item came from a model."""
     from . import usage
     cost = usage.totals(items)
-    problems = {i.get("problem") for i in _scored(items)}
+    problems = {i.get("problem") for i in items if i.get("outcome") in COUNTED}   # spent on, verdict or not
     if not cost or not problems:
         return None
     return cost["usd"] / len(problems)
 
 
 def _scored(items: Iterable[dict]) -> list[dict]:
-    return [i for i in items if i.get("outcome") in COUNTED]
+    """The records with a verdict on the candidate (disposition valid: passed or failed)."""
+    return [i for i in items if disposition_of(i.get("outcome")) == Disposition.VALID]
+
+
+def retryable(items: Iterable[dict]) -> list[dict]:
+    """The records without one for a reason of the infrastructure (outcome error: harness_error,
+    api_error, invalid_problem, a lost worker): counted apart, never as a zero for the candidate."""
+    return [i for i in items if i.get("outcome") == Outcome.ERROR]
 
 
 def speed_scored(items: Iterable[dict]) -> list[dict]:
@@ -133,9 +141,10 @@ def is_shared(item: dict) -> bool:
 
 
 def aggregate(items: list[dict]) -> dict:
-    """Aggregates over every counted item (passed, failed, or error: an item with no result for a
-    reason that is not the candidate's still counts, as a non-pass); skipped items are counted
-    apart with their reasons. Speed aggregates exist only where speed was measured (GPU timing):
+    """Aggregates over the items with a verdict on the candidate (disposition valid: passed or
+    failed); items with no result for a reason that is not the candidate's (outcome error,
+    disposition retryable) are counted apart ("errors", with their reasons), as skipped items are
+    with theirs: an infrastructure failure is never a zero for the candidate. Speed aggregates exist only where speed was measured (GPU timing):
     None otherwise, never a fake 0. They count the items whose speed is scored (speed_scored):
     GM-Speedup over those that passed, Pass x GM, PASS+Good and fast_p over those counted. A
     reference copy (failure reference_copy) is a counted failure like any other: never a pass."""
@@ -159,7 +168,8 @@ def aggregate(items: list[dict]) -> dict:
         "total": total,
         "passed": len(passed),
         "failed": sum(1 for i in done if i["outcome"] == Outcome.FAILED),
-        "errors": sum(1 for i in done if i["outcome"] == Outcome.ERROR),
+        "errors": len(retryable(items)),         # retryable: run again, not counted in any rate
+        "retry_reasons": dict(_count(i.get("failure") for i in retryable(items))),
         "skipped": sum(1 for i in items if i.get("outcome") == Outcome.SKIPPED),
         "pass_rate": len(passed) / total if total else None,
         "gm_speedup": gm if timed else None,

@@ -229,11 +229,15 @@ def skip_line(reasons: dict[str, int], most: int = 4, width: int = 100) -> str:
 def summary_lines(doc: dict) -> list[str]:
     a = doc["aggregates"]
     counted = f"{a['passed']}/{a['total']}"
-    extra = [f"{a['failed']} failed"] + ([_plural(a["errors"], Outcome.ERROR.value)] if a.get("errors") else [])
+    # errors (retryable: not the candidate's) are counted apart like skips, never as a non-pass
+    extra = [f"{a['failed']} failed"] + ([_plural(a["errors"], Outcome.ERROR.value) + " (retryable)"] if a.get("errors") else [])
     extra.append(f"{a['skipped']} skipped, not counted")
     lines = [f"pass rate {_fmt(a['pass_rate'], '{:.1%}')} ({counted}; {', '.join(extra)})"]
     if not a["total"]:
         lines = [f"no item ran: {a['skipped']} skipped (reasons below)" if a["skipped"] else "no item finished"]
+        if a.get("errors"):
+            lines = [f"no verdict: {_plural(a['errors'], Outcome.ERROR)} (retryable: not the candidates' doing), "
+                     f"{a['skipped']} skipped"]
     elif a.get("gm_speedup") is not None:
         lines.append(f"GM-speedup {a['gm_speedup']:.3f}x   Pass x GM {_fmt(a['pass_x_gm'], '{:.3f}')}   "
                      f"fast_1 {_fmt(a['fast_p'].get('1.0'), '{:.1%}')}   PASS+Good {_fmt(a['pass_good'], '{:.1%}')}")

@@ -1,7 +1,8 @@
 """Two runs side by side: per item (outcome, score, noise band) and over the run (pass rate,
 GM-speedup, Pass x GM, PASS+Good, fast_1, roofline GM). A speed delta is a regression only when
 it passes the threshold and the noise bands of the two scores do not overlap (metrics.speed_change);
-a pass regression is an item that passed in BASE and failed or errored in NEW. `--fail-on`
+a pass regression is an item that passed in BASE and failed in NEW (one that errored in NEW is
+"retryable": the infrastructure's, no verdict on the candidate, never a regression). `--fail-on`
 (`kernelbench compare`) and `--kb-compare-fail` (pytest) choose which regressions fail; `latency`
 and `busbw` there compare each size's candidate time and bandwidth (report/sizediff.py)."""
 from __future__ import annotations
@@ -118,6 +119,8 @@ def _speed(rec: dict | None) -> str:
 
 def _item_change(b: dict | None, n: dict | None, threshold: float) -> str:
     counted = metrics.COUNTED
+    if n is not None and n.get("outcome") == Outcome.ERROR and b is not None and b.get("outcome") in counted:
+        return "retryable"       # no verdict in NEW: run it again, not a lost pass
     if b is None or b.get("outcome") not in counted:
         return "new" if n is not None and n.get("outcome") in counted else "same"
     if n is None or n.get("outcome") not in counted:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..protocol import Failure, Outcome, Tier
+from ..protocol import Disposition, Failure, Outcome, Tier, disposition_of
 
 # what every record carries from the start (base_record)
 IDENTITY = ("nodeid", "problem", "title", "category", "parallelism", "difficulty", "libraries", "sample", "candidate")
@@ -79,6 +79,8 @@ class ItemRecord:
     refinement_stopped: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)    # keys of a report this class does not know
     _given: set[str] = field(default_factory=set, init=False, repr=False)
+    # an old report's record (no "disposition" key) reads back as it was; readers derive it (protocol.disposition_of)
+    _says_disposition: bool = field(default=True, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._given.update(IDENTITY)
@@ -97,17 +99,26 @@ class ItemRecord:
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)
-               if f.name in self._given and f.name not in ("extra", "_given")}
+               if f.name in self._given and f.name not in ("extra", "_given", "_says_disposition")}
         out.update(self.extra)
+        if "outcome" in self._given and self._says_disposition:     # derived, never stored apart: it cannot disagree with the outcome
+            out["disposition"] = str(self.disposition)
         return out
+
+    @property
+    def disposition(self) -> Disposition:
+        return disposition_of(self.outcome)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ItemRecord:
-        known = {f.name for f in fields(cls)} - {"extra", "_given"}
+        known = {f.name for f in fields(cls)} - {"extra", "_given", "_says_disposition"}
         given: dict[str, Any] = {k: data.get(k) for k in IDENTITY if k in ("nodeid", "problem") or k in data}
         rec = cls(**given)
         rec._given.intersection_update(data)      # an old record without some identity key stays without it
+        rec._says_disposition = "disposition" in data
         for k, v in data.items():
+            if k == "disposition":      # derived from the outcome (to_dict writes it again)
+                continue
             if k in known and k not in IDENTITY:
                 setattr(rec, k, v)
             elif k not in known:
