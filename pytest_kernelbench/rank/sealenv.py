@@ -4,15 +4,14 @@
 `seal()` copies libc's `environ` array and the guarded strings (protocol.MULTICAST_OFF and
 CUDA_VISIBLE_DEVICES) into one new mapping, points `environ` at it, makes it read-only and seals it
 with mseal(2) (Linux >= 6.10), so that it can be neither written, nor made writable again, nor
-unmapped or remapped: a rewrite of a guarded string in place (the pointer getenv returns), or of
-the array's slot that points at it, faults the candidate process at once. What remains is a swap of
-the `environ` pointer itself (libc's own variable, on a page libc writes), seen by the watcher's
-sampling only. Where mseal is refused the mapping is only read-only (mprotect can undo it).
+unmapped or remapped: a rewrite of a guarded string in place (the pointer getenv returns) faults
+the candidate process at once. What remains is a swap of a guarded slot of the array or of the
+`environ` pointer itself (memory libc writes), seen by the watcher's sampling only. Where mseal is
+refused the mapping is only read-only (mprotect can undo it).
 
-The array must stay writable for the candidate's own environment changes (os.environ of any other
-name writes the slot in place): before the first, `writable()` moves the array to an ordinary
-buffer, its guarded slots still pointing at the sealed strings (the audit hook of rank/multicast.py
-calls it). `sealed_strings()` is the checker's look from outside: whether getenv's guarded strings
+The array must stay writable (libc's setenv writes an existing variable's slot in place, from C code
+as well as for os.environ): `writable()` moves it to an ordinary buffer as soon as the strings are
+sealed, its guarded slots still pointing at the sealed strings. `sealed_strings()` is the checker's look from outside: whether getenv's guarded strings
 in a process lie in a read-only, sealed mapping (/proc/<pid>/smaps), never its own claim.
 """
 from __future__ import annotations
@@ -62,6 +61,10 @@ class Seal:
         syscall.restype = ctypes.c_long
         syscall.argtypes = [ctypes.c_long, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_ulong]
         self.sealed = syscall(MSEAL_SYSCALL, start, size, 0) == 0
+        # the array itself at once in an ordinary buffer: C code that overwrites any variable (setenv
+        # with overwrite=1, not through os.environ) writes its slot in place, and a sealed slot would
+        # fault an honest process; a guarded slot swapped there is sampled, as an environ swap is
+        self.writable()
         if not self.sealed:
             return (f"the guarded environment strings are read-only, not sealed (mseal refused: errno "
                     f"{ctypes.get_errno()}; Linux >= 6.10 seals them)")
