@@ -73,7 +73,7 @@ def gm_band(records: list[dict]) -> tuple[float, float] | None:
 
 
 def speed_change(base: float | None, base_band: Sequence[float] | None, new: float | None,
-                 new_band: Sequence[float] | None, threshold: float) -> str | None:
+                 new_band: Sequence[float] | None, threshold: float, higher_is_better: bool = True) -> str | None:
     """How `new` stands against `base`: "regression" or "improvement" when it differs by more than
     `threshold` (a fraction) and the noise bands do not overlap (the rounds tell the two apart),
     else "noise". Without bands (reports older than schema 2) the threshold alone decides. None
@@ -85,7 +85,7 @@ def speed_change(base: float | None, base_band: Sequence[float] | None, new: flo
         return "noise"
     if base_band and new_band and base_band[0] <= new_band[1] and new_band[0] <= base_band[1]:
         return "noise"
-    return "regression" if rel < 0 else "improvement"
+    return "improvement" if (rel > 0) == higher_is_better else "regression"
 
 
 def pass_by_round(items: list[dict]) -> list[float]:

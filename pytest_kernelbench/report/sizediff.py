@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import metrics
 from ..protocol import Outcome
 from ..rank.stats import median_band
 
@@ -46,14 +47,7 @@ def _bw_band(band: tuple | None, bw: float, t: float) -> tuple[float, float] | N
 def change(base: float | None, base_band: tuple | None, new: float | None, new_band: tuple | None,
            threshold: float, higher_is_better: bool) -> str | None:
     """regression / improvement past `threshold` (a fraction of base) with bands apart, else noise."""
-    if base is None or new is None or base <= 0:
-        return None
-    rel = new / base - 1.0
-    if abs(rel) <= threshold:
-        return "noise"
-    if base_band and new_band and base_band[0] <= new_band[1] and new_band[0] <= base_band[1]:
-        return "noise"
-    return "improvement" if (rel > 0) == higher_is_better else "regression"
+    return metrics.speed_change(base, base_band, new, new_band, threshold, higher_is_better)
 
 
 def deltas(pairs: list[tuple[str, dict | None, dict | None]], latency: float, throughput: float) -> list[SizeDelta]:
