@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from filelock import FileLock
 
 from . import launch, metrics
 from .candidates import copies, safety
@@ -381,6 +380,7 @@ def build_folder(root: Path, source: str) -> Iterator[Path]:
     removed instead of making this job wait out the compile budget."""
     folder = root / hashlib.sha256(source.encode()).hexdigest()[:16]
     (folder / "triton").mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock  # here, not at import: the plugin loads without its runtime packages
     with FileLock(str(folder) + ".lock"):
         for stale in folder.glob("*/lock"):
             stale.unlink(missing_ok=True)

@@ -61,3 +61,34 @@ def test_the_docs_option_table_is_the_options_table():
     assert TABLE_MARKS[0] in page, f"{PAGE} lost its option table markers"
     block = page.split(TABLE_MARKS[0], 1)[1].split(TABLE_MARKS[1], 1)[0].strip()
     assert block == options_markdown(), f"{PAGE}'s option table drifted: run `python -m pytest_kernelbench.options`"
+
+
+HIDE_RUNTIME_SITE = '''import sys
+
+
+class _Hidden:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("filelock", "torch"):
+            raise ModuleNotFoundError(f"No module named {name!r} (hidden by the test)", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _Hidden())
+'''
+
+
+@pytest.mark.e2e
+def test_help_works_where_the_runtime_packages_are_missing(tmp_path):
+    """An interpreter that sees the plugin's entry point (an egg-info left in a checkout by
+    `pip install -e .`, a venv missing a package) must still give `pytest --help`: the plugin loads
+    without filelock or torch, which only items need (their import at load once broke every pytest
+    run of that interpreter)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(HIDE_RUNTIME_SITE)
+    env = inner_env(COLUMNS="200")
+    env["PYTHONPATH"] = str(site) + ":" + env["PYTHONPATH"]
+    proc = subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "--help"],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "--kb-model" in proc.stdout

@@ -19,7 +19,6 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from filelock import FileLock
 
 from ..protocol import atomic_write
 
@@ -55,6 +54,7 @@ class GenerationCache:
     def locked(self, k: str, timeout: float = 3600.0):
         lock_dir = self.dir / "locks"
         lock_dir.mkdir(parents=True, exist_ok=True)
+        from filelock import FileLock  # here, not at import: the plugin loads without its runtime packages
         with FileLock(str(lock_dir / f"{k}.lock"), timeout=timeout):
             yield
 

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filelock import FileLock
 
 from ..protocol import Failure, atomic_write
 from ..spec import shapes
@@ -182,6 +181,7 @@ class Ledger:
         self.path = Path(run_dir) / LEDGER
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.max_cost = max_cost
+        from filelock import FileLock  # here, not at import: the plugin loads without its runtime packages
         self.lock = FileLock(str(self.path) + ".lock", timeout=600)
 
     def read(self) -> dict:

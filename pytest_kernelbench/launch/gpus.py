@@ -20,7 +20,6 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from filelock import FileLock
 
 from ..protocol import atomic_write
 
@@ -44,6 +43,7 @@ class GpuPool:
         self.host = host or this_host()
         base = Path(state_path)
         self.path = base.with_name(f"{base.stem}@{re.sub(r'[^A-Za-z0-9._-]', '_', self.host)}{base.suffix}")
+        from filelock import FileLock  # here, not at import: the plugin loads without its runtime packages
         self.lock = FileLock(str(self.path) + ".lock")
         self.gpu_ids = list(gpu_ids)
 

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filelock import FileLock
 
 from ..protocol import child_pythonpath
 
@@ -262,6 +261,7 @@ def calibrated(machine: dict, force: bool = False, timeout_s: float = 600) -> di
     """Measured ceilings for this machine: from the cache, else measured now in a subprocess."""
     path = cache_path(machine)
     path.parent.mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock  # here, not at import: the plugin loads without its runtime packages
     with FileLock(str(path) + ".lock"):
         if path.exists() and not force:
             try:

@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from filelock import FileLock
 
 from ..protocol import atomic_write
 from .toolchain import COMPILERS, LINKABLE, SUFFIX, Lib, Recipe, Unavailable, compiler_version, resolve  # noqa: F401 (the recipe's names)
@@ -79,6 +78,7 @@ def build(source: str, recipe: Recipe, cache_dir: Path, filename: str, linemap: 
     final = Path(cache_dir) / key[:2] / key
     final.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    from filelock import FileLock  # here, not at import: the plugin loads without its runtime packages
     with FileLock(str(final) + ".lock", timeout=timeout_s + 60):
         done = _read(final / "build.json")
         if done is not None:
