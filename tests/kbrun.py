@@ -136,3 +136,16 @@ def explain(item: dict) -> str:
     head = f"{item.get('outcome')}:{item.get('failure')} after {item.get('wall_s')} s: {item.get('message')}"
     tail = (item.get("log_tail") or "")[-1500:]
     return head + (f"\n--- log tail ---\n{tail}" if tail else "")
+
+
+# a candidate whose first call deadlocks: rank 0 waits for a message nobody sends (the commonest
+# bug of a new kernel; tests/test_deadlock.py, tests/test_evaluate.py)
+FIRST_CALL_RECV = '''import torch
+import torch.distributed as dist
+
+def solution(x):
+    buf = torch.empty_like(x)
+    if dist.get_rank() == 0:
+        dist.recv(buf, 1)         # nobody sends
+    return x.clone()
+'''

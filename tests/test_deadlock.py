@@ -13,19 +13,10 @@ import time
 
 import pytest
 from cheats.cheatlib import HONEST
-from kbrun import by_problem, leftover_processes, make_tree, run
+from kbrun import FIRST_CALL_RECV, by_problem, leftover_processes, make_tree, run
 
 pytestmark = pytest.mark.e2e
 
-FIRST_CALL_RECV = '''import torch
-import torch.distributed as dist
-
-def solution(x):
-    buf = torch.empty_like(x)
-    if dist.get_rank() == 0:
-        dist.recv(buf, 1)         # nobody sends
-    return x.clone()
-'''
 
 # rank 1 stops sending in its 2nd call and waits for a message nobody sends; its peers' sends to
 # it go out, they return and wait for it in the reference's collective

@@ -10,22 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from kbrun import RING, by_problem, leftover_processes, make_tree, run
+from kbrun import FIRST_CALL_RECV, RING, by_problem, leftover_processes, make_tree, run
 
 from pytest_kernelbench.protocol import Disposition, Failure, Outcome
 
 sys.path.insert(0, str(Path(__file__).parent / "cheats"))     # the red team's candidates, as they are
 from test_cheat_patching import CHEATS  # noqa: E402
 
-FIRST_CALL_RECV = '''import torch
-import torch.distributed as dist
-
-def solution(x):
-    buf = torch.empty_like(x)
-    if dist.get_rank() == 0:
-        dist.recv(buf, 1)         # nobody sends
-    return x.clone()
-'''
 CANDIDATES = {
     "honest": RING,
     "wrong": "def solution(x):\n    return x.clone()\n",
