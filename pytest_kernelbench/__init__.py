@@ -6,7 +6,7 @@ __all__ = ["evaluate", "evaluate_many"]
 
 
 def __getattr__(name: str):
-    # resolved on first use, by name: every rank process imports this package (protocol.py) and
+    # resolved on first use, by name: every rank process imports this package (protocol/) and
     # must not pay for the scorer, and the package root (the vocabulary stage) imports nothing above it
     if name in __all__:
         import importlib
