@@ -213,7 +213,7 @@ def test_unknown_launcher_is_a_usage_error(tmp_path):
 # through its SIGCHLD wake-up; its ranks report what they inherited and leave at once
 WAKE_ZYGOTE = """
 import json, os, signal, sys
-from pytest_kernelbench.rank import checker, zygote
+from pytest_kernelbench.rank import entry, zygote
 OUT = sys.argv[1]       # a rank's own argv is its job folder
 def main(argv):
     fds = {}
@@ -226,7 +226,7 @@ def main(argv):
         json.dump({"fds": fds, "sigchld": signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL,
                    "wakeup": signal.set_wakeup_fd(-1)}, f)
     os._exit(0)
-checker.main = main
+entry.main = main
 zygote.IDLE_S = 30.0
 zygote.serve()
 """

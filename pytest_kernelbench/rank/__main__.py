@@ -1,3 +1,3 @@
-from .checker import main
+from .entry import main
 
 main()

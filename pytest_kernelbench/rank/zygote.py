@@ -60,7 +60,7 @@ def _spawn(req: dict, out_fd: int, in_fd: int, wake: tuple[int, int], gate: Gate
         os.chdir(req["cwd"])
         tempfile.tempdir = None     # TMPDIR is the job's now
         sys.argv = ["pytest_kernelbench.rank", req["job_dir"]]
-        from .checker import main
+        from .entry import main
         main([req["job_dir"]])      # leaves through os._exit
     except BaseException as e:      # noqa: BLE001 - the rank could not even start: say so in its log
         try:
