@@ -3,7 +3,7 @@
 Every problem folder (problems/<category>/<name>/problem.yaml) is one test item,
 `test_problem[<category>/<name>]`, whose body is pytest_kernelbench.testcase.test_problem.
 With --kb-pkb, so is every reference of a ParallelKernelBench checkout (`test_problem[pkb/<N>_<name>]`,
-PkbSuite below; the Problems come from pytest_kernelbench/pkb/).
+collect.py holds the collectors; the Problems come from pytest_kernelbench/pkb/).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 import secrets
 from pathlib import Path
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,19 +22,18 @@ from .options import OPTIONS, Settings, help_text
 from .pkb import checkout as pkb_checkout
 from .pkb import pairing as pkb_pairing
 from .run import BenchRun, ReportWriter, identity, is_kb_nodeid, kb_home, resumed_records
-from .protocol import Containment, Failure, Outcome
-from .session import base_record, new_run_id
+from .protocol import Containment
+from .session import new_run_id
 from .launch import registry
 from .spec import hardware
 from .spec.problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
-from .testcase import test_problem
+from .collect import BrokenProblem, PkbSuite, ProblemFile, pkb_problems, problems_root
 
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
 
     from .launch.base import Launcher
 
-    from .spec.problem import Problem
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspec)
@@ -262,12 +261,12 @@ class _XdistHooks:
         # workers collect; the controller checks the selection once, from the ids the first one sent
         problems = []
         stems = {nodeid.partition("::test_problem[pkb/")[2].rstrip("]") for nodeid in ids if is_kb_nodeid(nodeid)}
-        problems += [p for stem, p in _pkb_problems(node.config) if stem in stems and not isinstance(p, ProblemError)]
+        problems += [p for stem, p in pkb_problems(node.config) if stem in stems and not isinstance(p, ProblemError)]
         for nodeid in ids:
             if is_kb_nodeid(nodeid) and "::test_problem[pkb/" not in nodeid:
                 try:
                     path = Path(node.config.rootpath) / nodeid.partition("::")[0]
-                    problems.append(load_problem(path, _problems_root(path)))
+                    problems.append(load_problem(path, problems_root(path)))
                 except ProblemError:
                     pass
         try:
@@ -334,91 +333,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             run.kb_items += len(broken)
 
 
-class ProblemItem(pytest.Function):
-    """One problem's test. Its headline in failure reports is its own name (the default, built
-    from the test function's module path, read `.<checkout folder>.problems.<category>...`)."""
-
-    def reportinfo(self):
-        return self.path, 0, self.name     # line 0: skip reports need a line number
-
-
-class ProblemFile(pytest.File):
-    def collect(self):
-        root = _problems_root(self.path)
-        # no originalname: pytest >= 9.2 builds the node id from originalname plus a callspec, and
-        # this item has no callspec (one item per folder), which would drop "[<category>/<name>]"
-        name = f"test_problem[{self.path.parent.relative_to(root).as_posix()}]"
-        try:
-            problem = load_problem(self.path, root)
-        except ProblemError as e:
-            # this problem fails alone, as an item with the reason; the others run
-            yield BrokenProblem.from_parent(self, name=name, error=str(e))
-            return
-        item = ProblemItem.from_parent(self, name=name, callobj=test_problem)
-        item.stash[KB_PROBLEM] = problem
-        for marker in problem.markers:
-            item.add_marker(marker)
-        yield item
-
-
-class BrokenProblem(pytest.Item):
-    """A problem folder that does not load: the item fails with the loader's one-line reason and
-    its record (outcome error, failure invalid_problem) counts in the run like any other item."""
-
-    def __init__(self, *, error: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.error = error
-
-    def runtest(self):
-        rec = base_record(None, None, self.nodeid)
-        rec.end(Outcome.ERROR, Failure.INVALID_PROBLEM, self.error)
-        self.stash[RECORDS] = [rec]
-        raise ProblemError(self.path, self.error)
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        return self.error
-
-    def reportinfo(self):
-        return self.path, 0, self.name     # line 0: skip reports need a line number
-
-
-class PkbSuite(pytest.Directory):
-    """--kb-pkb: a ParallelKernelBench checkout's reference/ folder; one item per reference (nothing
-    else in it is collected, and none of its code is imported here)."""
-
-    def collect(self):
-        for stem, problem in _pkb_problems(self.config):
-            # node ids without this machine's paths, that pytest takes back: pkb/<stem>.py::test_problem[...]
-            yield PkbReference.from_parent(self, path=self.path / f"{stem}.py", problem=problem,
-                                           nodeid=f"{pkb_checkout.PREFIX}/{stem}.py")
-
-
-class PkbReference(pytest.File):
-    def __init__(self, *, problem: Problem | ProblemError, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.problem = problem
-
-    def collect(self):
-        name = f"test_problem[{pkb_checkout.PREFIX}/{self.path.stem}]"
-        if isinstance(self.problem, ProblemError):
-            yield BrokenProblem.from_parent(self, name=name, error=str(self.problem))
-            return
-        item = ProblemItem.from_parent(self, name=name, callobj=test_problem)
-        item.stash[KB_PROBLEM] = self.problem
-        for marker in pkb_checkout.markers(self.problem):
-            item.add_marker(marker)
-        yield item
-
-
-def _pkb_problems(config: pytest.Config) -> list:
-    run = config.pluginmanager.get_plugin(RUN_PLUGIN)
-    if run is None or not run.settings.pkb:     # no run (the plugin inactive) or no --kb-pkb
-        return []
-    settings = run.settings
-    cache = run.rootdir / (settings.cache_dir or ".kb-cache")
-    return pkb_checkout.load_problems(Path(settings.pkb), cache)
-
-
 def _collect_pkb(config: pytest.Config, reference: Path) -> None:
     """The checkout's reference/ folder is one more path to collect; without paths given on the
     command line it is the only one (the PKB suite alone, not testpaths as well). An argument that
@@ -437,11 +351,6 @@ def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Col
     if run is not None and run.settings.pkb and path == Path(run.settings.pkb) / "reference":
         return PkbSuite.from_parent(parent, path=path)
     return None
-
-
-def _problems_root(yaml_path: Path) -> Path:
-    """problems/<category>/<name>/problem.yaml -> problems/ (ids are '<category>/<name>')."""
-    return yaml_path.parent.parent.parent
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -29,7 +29,7 @@ STAGES = [
     ("outcome", ("pytest_kernelbench.outcome",)),
     ("metrics", ("pytest_kernelbench.metrics",)),
     ("report", ("pytest_kernelbench.report",)),
-    ("pytest face", ("pytest_kernelbench.plugin", "pytest_kernelbench.fixtures", "pytest_kernelbench.testcase",
+    ("pytest face", ("pytest_kernelbench.plugin", "pytest_kernelbench.collect", "pytest_kernelbench.fixtures", "pytest_kernelbench.testcase",
                      "pytest_kernelbench.run", "pytest_kernelbench.session", "pytest_kernelbench.hookspec")),
     # the other face of one item's run (evaluate(), batches, the service): KBSession.run_item without pytest
     ("scoring", ("pytest_kernelbench.scoring",)),
