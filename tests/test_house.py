@@ -162,7 +162,7 @@ def test_docs_package_names_every_module_in_its_stage_section():
     """docs/package.md's house section is written from the import graph: a new module gets its line
     there (by path under pytest_kernelbench/; a folder ending in / covers what is inside it)."""
     section = house_section()
-    named = set(re.findall(r"`([a-z_/]+(?:\.py|/))`", section))
+    named = set(re.findall(r"`([a-z0-9_/]+(?:\.py|/))`", section))
     missing = []
     for path in sorted(modules().values()):
         rel = path.relative_to(PACKAGE).as_posix()

@@ -75,13 +75,13 @@ def test_a_problem_that_needs_what_sharing_cannot_give_skips_before_launch_with_
     with pytest.raises(Skip, match=r"cannot run with ranks sharing a GPU: needs NCCL, which refuses two ranks on one "
                                    r"GPU .*NCCL's device API"):
         _place("collective/nccl_device_allreduce", gpus=1, nproc=2, oversubscribe=True)
-    with pytest.raises(Skip, match=r"needs CUDA point-to-point through the process group"):
-        _place("p2p/ring_send_recv", gpus=1, nproc=2, oversubscribe=True)
-    with pytest.raises(Skip, match=r"needs distinct GPUs .*; CUDA point-to-point"):
+    # CUDA point-to-point is staged through the host there (rank/p2pstage.py): it runs
+    assert _place("p2p/ring_send_recv", gpus=1, nproc=2, oversubscribe=True).shared
+    with pytest.raises(Skip, match=r"needs distinct GPUs .*: copy engines moving data between two GPUs"):
         _place("p2p/peer_copy_engine_vs_sm", gpus=1, nproc=2, oversubscribe=True)
     # the same problems on GPUs of their own: the declaration does not matter there
     assert not _place("collective/nccl_device_allreduce", gpus=2, nproc=2, oversubscribe=True).shared
-    # on CPU (gloo) a cuda_p2p problem runs as ever: the rule is a shared GPU's only
+    # on CPU (gloo) the placement changes nothing: the rules are a shared GPU's only
     assert _place("p2p/ring_send_recv", gpus=0, device="cpu").device == "cpu"
 
 
@@ -250,7 +250,7 @@ def test_compare_never_sets_a_shared_run_against_a_timed_one_on_speed(tmp_path):
 # ---- problem.yaml: shared_device -----------------------------------------------------------------
 @pytest.mark.parametrize("value,message", [
     ("no", "field 'shared_device' must be a mapping"),
-    ({"needs": []}, "field 'shared_device.needs' must be a non-empty list of nccl, distinct_devices, cuda_p2p"),
+    ({"needs": []}, "field 'shared_device.needs' must be a non-empty list of nccl, distinct_devices"),
     ({"needs": ["mpi"], "why": "x"}, "field 'shared_device.needs' has 'mpi'; expected any of"),
     ({"needs": ["nccl"]}, "field 'shared_device.why' must be a sentence saying why"),
     ({"needs": ["nccl"], "why": "x", "because": 1}, "unknown field 'shared_device.because'"),
@@ -299,14 +299,15 @@ def test_pkb_items_take_the_same_placement_and_their_needs_are_read_off_the_refe
     ns = _session(1, nproc=2, oversubscribe=True)
     p = KBSession.place(ns, allreduce)                                         # type: ignore[arg-type]
     assert (p.device, p.world_size, p.shared) == ("cuda", 2, True)
-    assert shared.reference_needs("def solution(x):\n    dist.send(x, 1)\n")["needs"] == ["cuda_p2p"]
-    assert shared.reference_needs("ops = [dist.P2POp(dist.isend, x, 1)]")["needs"] == ["cuda_p2p"]
+    # point-to-point is served there (staged through the host), so only NCCL called itself skips
+    assert shared.reference_needs("def solution(x):\n    dist.send(x, 1)\n") is None
+    assert shared.reference_needs("ops = [dist.P2POp(dist.isend, x, 1)]") is None
     assert shared.reference_needs("torch.cuda.nccl.all_reduce([x])")["needs"] == ["nccl"]
     assert shared.reference_needs("dist.all_reduce(x)\ndist.all_to_all_single(y, x)") is None
-    needs_p2p = dataclasses.replace(allreduce, shared_device=shared.reference_needs("dist.irecv(y, 0)"))
-    with pytest.raises(Skip, match=r"needs CUDA point-to-point .*: its reference sends tensors point to point "
-                                   r"\(dist\.irecv\)"):
-        KBSession.place(ns, needs_p2p)                                         # type: ignore[arg-type]
+    needs_nccl = dataclasses.replace(allreduce, shared_device=shared.reference_needs("torch.cuda.nccl.reduce([x])"))
+    with pytest.raises(Skip, match=r"needs NCCL, which refuses two ranks on one GPU .*: its reference calls NCCL "
+                                   r"itself \(torch\.cuda\.nccl\)"):
+        KBSession.place(ns, needs_nccl)                                        # type: ignore[arg-type]
 
 
 def test_a_models_prompt_says_the_ranks_share_gpus_over_gloo():

@@ -11,7 +11,6 @@ from pathlib import Path
 NEEDS = {
     "nccl": "NCCL, which refuses two ranks on one GPU (\"Duplicate GPU detected\")",
     "distinct_devices": "distinct GPUs (peer access or copy engines between devices)",
-    "cuda_p2p": "CUDA point-to-point through the process group (gloo, the only backend there, sends no CUDA tensors)",
 }
 
 # a candidate calling NCCL itself, not through torch.distributed's collectives (which gloo serves):
@@ -20,20 +19,16 @@ _CALLS_NCCL = re.compile(
     r"torch\.cuda\.nccl\b|ProcessGroupNCCL|backend\s*=\s*['\"]nccl['\"]|new_group\([^)]*['\"]nccl['\"]"
     r"|init_process_group\(\s*['\"]nccl['\"]|\bnccl[A-Z]\w*\s*\(|cupy\.cuda\.nccl|\bpynccl\b|<nccl(_device)?[./]")
 
-
-# a reference's own CUDA point-to-point through torch.distributed (gloo has none for CUDA tensors)
-_P2P = re.compile(r"\b(?:dist|distributed)\.(?:send|recv|isend|irecv|batch_isend_irecv|P2POp)\b")
+# (a reference's or candidate's CUDA point-to-point through torch.distributed is served there: gloo
+# sends no CUDA tensors, so rank/p2pstage.py stages them through host memory in every process)
 
 
 def reference_needs(source: str) -> dict | None:
     """What a reference found only at run time (ParallelKernelBench's, which has no problem.yaml)
-    needs that a shared GPU cannot give, read off its source: NCCL called itself, or CUDA
-    point-to-point through the process group. The `shared_device` a problem.yaml would declare."""
+    needs that a shared GPU cannot give, read off its source: NCCL called itself. The
+    `shared_device` a problem.yaml would declare."""
     if (m := _CALLS_NCCL.search(source)) is not None:
         return {"needs": ["nccl"], "why": f"its reference calls NCCL itself ({m.group(0).strip()})"}
-    if (m := _P2P.search(source)) is not None:
-        return {"needs": ["cuda_p2p"], "why": f"its reference sends tensors point to point ({m.group(0)}), which the "
-                                              "checker also runs for the expected outputs"}
     return None
 
 
@@ -42,7 +37,7 @@ class SharedDeviceError(ValueError):
 
 
 def parse(value: object) -> dict | None:
-    """problem.yaml `shared_device`: {needs: [nccl | distinct_devices | cuda_p2p, ...], why: <sentence>}
+    """problem.yaml `shared_device`: {needs: [nccl | distinct_devices, ...], why: <sentence>}
     for a problem that cannot run with ranks sharing a GPU; absent: it can."""
     if value is None:
         return None
