@@ -1,12 +1,12 @@
-"""Paged KV offload and onload at once, one direction per copy engine.
+"""Paged KV offload and onload at once, with the pageable host blocks staged in pinned memory.
 
-The reference runs its four steps in one stream: gather, device-to-host copy, host-to-device copy,
-scatter; PCIe is full duplex and a GPU has a copy engine per direction, so the two transfers can
-overlap. Here the offload's gather and copy into pinned memory go on a side stream while the
+Like the reference, the offload (gather, copy into pinned memory) runs on a side stream while the
 current stream brings host_in over and scatters it (ids are disjoint, so the two never touch the
-same block). host_in is pageable: it is copied into a pinned staging buffer of this process (kept
-across calls, reused once the previous call's copy out of it is done) in chunks, each chunk's
-host-to-device copy queued as soon as it is staged, so the host memcpy overlaps the DMA.
+same block; one copy engine per direction). Unlike it, host_in (pageable) does not go through the
+driver's pageable path: it is copied into a pinned staging buffer of this process (two kept
+across calls and used in turn, each reused once its previous copy to the device is done) in
+chunks, each chunk's host-to-device copy queued as soon as it is staged, so the host memcpy
+overlaps the DMA.
 """
 import torch
 
