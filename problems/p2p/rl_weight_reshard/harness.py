@@ -48,10 +48,12 @@ def cost(size, world_size, dtype):
     held = [[_overlap(*need[t], s * shard, (s + 1) * shard) for s in range(w)] for t in range(w)]
     recv = [total - held[t][t] for t in range(w)]      # what TP rank t lacks in its own shard
     send = [sum(held[t][s] for t in range(w) if t != s) for s in range(w)]   # what rank s serves
+    # the same without the norm weight, which every rank needs: one read of it may serve them all
+    own = [[_overlap(need[t][0][:-1], need[t][1][:-1], s * shard, (s + 1) * shard) for s in range(w)] for t in range(w)]
     return {
         # the busiest rank's link: what it must receive, or what others need from its shard
         "link_bytes": max(max(recv), max(send)) * e,
-        # it writes its outputs and reads what it keeps or serves from its own shard
-        "hbm_bytes": max(total + held[s][s] + send[s] for s in range(w)) * e,
+        # it writes its outputs and reads, once, each element of its shard that one rank needs
+        "hbm_bytes": max(total + sum(own[t][s] for t in range(w)) for s in range(w)) * e,
         "flops": 0,
     }
