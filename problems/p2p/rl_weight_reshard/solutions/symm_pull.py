@@ -65,7 +65,10 @@ def _setup(shard, dims):
     n = shard.numel()
     buf = symm_mem.empty(2 * n, dtype=shard.dtype, device=shard.device)
     hdl = symm_mem.rendezvous(buf, dist.group.WORLD.group_name)
-    peers = [[hdl.get_buffer(s, (n,), shard.dtype, storage_offset=h * n) for s in range(world)] for h in range(2)]
+    # our tensor may sit inside a larger pool block: peers' views start at the same offset in theirs
+    base = (buf.data_ptr() - int(hdl.buffer_ptrs[rank])) // buf.element_size()
+    peers = [[hdl.get_buffer(s, (n,), shard.dtype, storage_offset=base + h * n) for s in range(world)]
+             for h in range(2)]
     e, hq, hkv, d, f = dims
     copies, total = _copies(_parts(e, hq, hkv, d, f, world, rank), n)
     shapes = [((hq + 2 * hkv) * d // world, e), (e, hq * d // world), (2 * f // world, e), (e, f // world), (e,)]
