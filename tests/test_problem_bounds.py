@@ -150,6 +150,7 @@ UNRECORDED = {
     "collective/hierarchical_allreduce", "collective/internode_alltoall",
     # new in issue 49, no GPU recording yet (p2p/nvshmem_put_signal is covered by its twin collective/all_to_all)
     "collective/nccl_device_alltoall", "ep/dropless_dispatch_atomics",
+    "p2p/rl_weight_reshard", "p2p/kv_transfer_disagg", "utility/kv_offload_pinned",
 }
 
 
