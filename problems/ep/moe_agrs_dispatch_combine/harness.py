@@ -88,6 +88,8 @@ def check(out, expected, inputs, tol):
     # x_all: only the rows of tokens routed to this rank are the task's (the others may hold
     # anything), by the routing gathered from their senders
     counts = inputs[4].tolist()
+    if inputs[0].shape[0] not in counts or sum(counts) != eids.shape[0]:
+        raise AssertionError("input tokens_per_rank was modified")
     rank = counts.index(inputs[0].shape[0])       # T_r is strictly increasing in r (inputs())
     needed = (eids // (inputs[5] // len(counts)) == rank).any(dim=1)
     bad = (x_all != ex).any(dim=1) & needed
