@@ -19,9 +19,8 @@ def _routing(size, world_size, device, shared_seed):
         return torch.empty(n, k, dtype=torch.int64, device=device), torch.empty(n, k, device=device)
     gen = torch.Generator(device=device)
     gen.manual_seed(0 if shared_seed is None else shared_seed & ((1 << 63) - 1))
-    # K distinct experts per token, with a per-expert preference that makes the loads uneven
-    bias = torch.rand(e, generator=gen, device=device)
-    ids = (torch.rand(n, e, generator=gen, device=device) + bias).topk(k, dim=1).indices.contiguous()
+    # K distinct experts per token, uniformly (cost() counts the ranks a token reaches as such)
+    ids = torch.rand(n, e, generator=gen, device=device).topk(k, dim=1).indices.contiguous()
     # routing weights on a grid of 1/64 (the combine's y values are exact, these are only carried)
     weights = torch.randint(1, 64, (n, k), generator=gen, device=device).float() / 64
     return ids, weights
@@ -42,7 +41,7 @@ def inputs(size, rank, world_size, gen, device, dtype, shared_seed=None):
     # there); exact values, so any sum order is exact
     y = exact_values((sum(counts), h), gen, device, dtype)
     here = (other // (e // world_size) == rank).any(dim=1, keepdim=True)
-    y = y * here.to(dtype)
+    y = torch.where(here, y, torch.zeros((), dtype=dtype, device=device))
     return (x, ids[lo:lo + counts[rank]].clone(), weights[lo:lo + counts[rank]].clone(), y,
             torch.tensor(counts, dtype=torch.int64, device=device), e)
 
