@@ -151,6 +151,7 @@ UNRECORDED = {
     # new in issue 49, no GPU recording yet (p2p/nvshmem_put_signal is covered by its twin collective/all_to_all)
     "collective/nccl_device_alltoall", "ep/dropless_dispatch_atomics",
     "p2p/rl_weight_reshard", "p2p/kv_transfer_disagg", "utility/kv_offload_pinned",
+    "ep/moe_agrs_dispatch_combine", "ep/moe_dispatch_fp8", "ep/torchrec_kjt_alltoall",
 }
 
 
