@@ -152,6 +152,8 @@ UNRECORDED = {
     "collective/nccl_device_alltoall", "ep/dropless_dispatch_atomics",
     "p2p/rl_weight_reshard", "p2p/kv_transfer_disagg", "utility/kv_offload_pinned",
     "ep/moe_agrs_dispatch_combine", "ep/moe_dispatch_fp8", "ep/torchrec_kjt_alltoall",
+    "fusion/sp_mlp_block", "utility/distributed_muon", "collective/dtensor_redistribute",
+    "utility/distributed_fft_pencil",
 }
 
 

@@ -28,7 +28,7 @@ FACTORS: dict[str, Callable[[int], float]] = {
     "reduce": lambda n: 1.0,
     "none": lambda n: 1.0,     # algbw only: no bus figure (a point-to-point or fused workload)
 }
-ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8}
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int32": 4, "int64": 8, "complex64": 8}
 
 
 def factor(collective: str, world_size: int) -> float:

@@ -23,8 +23,9 @@ LIBRARIES = ("nccl", "gloo", "symm_mem", "nvshmem", "triton", "cuda", "cublas", 
              "cuda_ipc", "nccl_device", "posix_shm")
 METRICS = ("time", "latency", "bandwidth")
 DEVICES = ("cpu", "cuda")
-# integer dtypes: problems whose work is indices and counts (the dispatch layouts)
-DTYPES = ("float32", "float16", "bfloat16", "int32", "int64")
+# integer dtypes: problems whose work is indices and counts (the dispatch layouts); complex64:
+# spectral work (utility/distributed_fft_pencil), compared as complex (rank/compare.py)
+DTYPES = ("float32", "float16", "bfloat16", "int32", "int64", "complex64")
 FORBID_FAMILIES = ("collectives", "p2p", "symm_mem_ops")
 # Defaults by dtype: sums over ranks are re-associated by any other algorithm, so bf16/fp16
 # need room for rounding of the reduction order.
@@ -34,6 +35,7 @@ DEFAULT_TOLERANCE = {
     "bfloat16": {"atol": 1e-2, "rtol": 1.6e-2},
     "int32": {"atol": 0.0, "rtol": 0.0},
     "int64": {"atol": 0.0, "rtol": 0.0},
+    "complex64": {"atol": 1e-4, "rtol": 1e-4},    # float32 parts: float32's default
 }
 HARNESS_REQUIRED = ("inputs", "cost")
 TINY = "tiny"
