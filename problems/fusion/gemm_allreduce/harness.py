@@ -1,5 +1,7 @@
 import torch
 
+from pytest_kernelbench.harnesslib import scaled_check
+
 
 def inputs(size, rank, world_size, gen, device, dtype):
     t, k, n = size["tokens"], size["k"], size["n"]
@@ -20,3 +22,7 @@ def cost(size, world_size, dtype):
         "hbm_bytes": (t * kl + kl * n + t * n) * e,     # read x and w, write the output
         "flops": 2 * t * kl * n + (w - 1) / w * t * n,
     }
+
+
+# the bf16 reference's rounding grows with the partial sums' magnitude: atol on the rms (issue 49)
+check = scaled_check()

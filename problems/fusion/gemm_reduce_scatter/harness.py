@@ -1,5 +1,7 @@
 import torch
 
+from pytest_kernelbench.harnesslib import scaled_check
+
 
 def inputs(size, rank, world_size, gen, device, dtype):
     t, f, h = size["tokens"], size["ffn"], size["hidden"]
@@ -20,3 +22,7 @@ def cost(size, world_size, dtype):
         "hbm_bytes": (t * k + k * h + t // w * h) * e,      # read x and w, write the output block
         "flops": 2 * t * k * h,
     }
+
+
+# the bf16 reference's rounding grows with the partial sums' magnitude: atol on the rms (issue 49)
+check = scaled_check()

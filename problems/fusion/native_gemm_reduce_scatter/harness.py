@@ -1,5 +1,7 @@
 import torch
 
+from pytest_kernelbench.harnesslib import scaled_check
+
 
 def inputs(size, rank, world_size, gen, device, dtype):
     m, n, k = size["m"], size["n"], size["k"]
@@ -23,3 +25,7 @@ def cost(size, world_size, dtype):
         "hbm_bytes": (m * kl + kl * n) * e + 2 * m * n * e + m // w * n * e,
         "flops": 2 * m * kl * n + (w - 1) * (m // w) * n,
     }
+
+
+# the bf16 reference's rounding grows with the partial sums' magnitude: atol on the rms (issue 49)
+check = scaled_check()
