@@ -23,8 +23,11 @@ from pytest_kernelbench.spec.problem import load_problem
 
 pytestmark = pytest.mark.e2e      # starts rank processes (tests/e2e_guard.py)
 
-# kernels that may read "error" for a problem, and why (none today)
+# (problem, honest kernel) that may fail or read "error", and why (none today)
 HONEST_EXEMPT: dict[tuple[str, str], str] = {}
+# (problem, skip_rank | missing_barrier) where no rank's inputs reach another rank's output, and why
+# (none today)
+PEERLESS: dict[tuple[str, str], str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -73,21 +76,21 @@ def test_stale_and_half_outputs_are_wrong_everywhere(audit):
     assert not soft, soft
 
 
-def test_a_skipped_rank_fails_every_multi_rank_problem(audit):
-    """Some rank's contribution matters to some other rank in every problem of W > 1 (a problem
-    where no rank's inputs reach another is not a communication problem)."""
+def test_a_skipped_rank_and_a_missing_barrier_fail_every_multi_rank_problem(audit):
+    """Some rank's inputs reach some other rank's output in every problem of W > 1 (else it is not
+    a communication problem), so dropping them, or reading them a call late, is caught there."""
     free = []
     for pid, res in audit.items():
         if "error" in res or res["world"] < 2:
             continue
         for scale, row in res.items():
-            if scale != "world" and not isinstance(row, str):
-                if not any(v["status"] == "caught" for k, v in row.items() if k.startswith("skip_rank")):
-                    free.append((pid, scale))
-    # a problem of counts whose inputs are zeroed on one rank can route the same (n/a), but
-    # only where its stale and half kernels still fail: asserted above
-    assert all(pid in {"ep/moe_dispatch_layout", "ep/native_dispatch_layout", "ep/native_notify_dispatch"}
-               for pid, _ in free), free
+            if scale == "world" or isinstance(row, str):
+                continue
+            for kind in ("skip_rank", "missing_barrier"):
+                if not any(v["status"] == "caught" for k, v in row.items() if k.rstrip("0123456789") == kind) \
+                        and (pid, kind) not in PEERLESS:
+                    free.append((pid, scale, kind))
+    assert not free, free
 
 
 def test_honest_kernels_in_another_order_all_pass(audit):
