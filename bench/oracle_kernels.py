@@ -159,8 +159,18 @@ def _reduce_scatter_tensor(output, input, op=dist.ReduceOp.SUM, group=None, asyn
     return _Done() if async_op else None
 
 
+def _reduce_scatter(output, input_list, op=dist.ReduceOp.SUM, group=None, async_op=False):
+    mine = dist.get_rank(group)
+    for i, chunk in enumerate(input_list):      # one gather per destination, in the same order on every rank
+        result = _combine(_gathered(chunk, group), op)
+        if i == mine:
+            output.copy_(result)
+    return _Done() if async_op else None
+
+
 _ORIG: dict[str, Callable] = {}
-_PATCHES = {"all_reduce": _all_reduce, "reduce": _reduce, "reduce_scatter_tensor": _reduce_scatter_tensor}
+_PATCHES = {"all_reduce": _all_reduce, "reduce": _reduce, "reduce_scatter_tensor": _reduce_scatter_tensor,
+            "reduce_scatter": _reduce_scatter}
 
 
 @contextlib.contextmanager
