@@ -48,6 +48,7 @@ LOCAL_REDUCTIONS = {
     "utility/int8_quantized_allreduce": "sum of the ranks' dequantized chunks",
     "utility/vocab_parallel_topk_logprobs": "log-sum-exp and top-k over every rank's vocabulary shard",
 }
+_SCALE_FREE = "assert_close_scaled("      # a harness whose check() compares on the reference's rms
 _REDUCING = re.compile(r"dist\.(all_reduce|reduce_scatter_tensor|reduce_scatter|reduce)\(")
 
 
@@ -71,7 +72,7 @@ checker's own comparison (rank.checks.check_call with the problem's tolerance an
   largest |honest - reference| / (atol + rtol |reference|) over elements, scales and honest kernels;
 - scales: every floating input times 2^-10 and 2^10 (powers of two keep exact grids exact). atol goes
   with the data (times the ratio of the reference output's rms to its rms at scale 1) except under a
-  scale-free check (harnesslib.scaled_check), which needs none.
+  scale-free check (harnesslib.assert_close_scaled), which needs none.
 
 """
 
@@ -101,8 +102,8 @@ def rule(problem) -> str:
     text = problem.harness_path.read_text()
     tol = problem.tolerance
     parts = ["exact grid (exact_values)"] if "exact_values" in text else []
-    if "scaled_check()" in text:
-        parts.append("data-scaled (scaled_check: atol x rms of the reference)")
+    if _SCALE_FREE in text:
+        parts.append("data-scaled (assert_close_scaled: atol x rms of the reference)")
     elif re.search(r"^def check\(", text, re.M):
         parts.append("custom check()")
     default = DEFAULT_TOLERANCE[problem.dtype]
@@ -228,7 +229,7 @@ def audit_problem(problem, rank: int, world: int, scales: list[str], size: str =
 
     found: dict = {"world": world}
     has_float = any(ok.scalable(t) for _, t in compare.leaves(make(0)) if isinstance(t, torch.Tensor))
-    scale_free = getattr(harness_check, "scale_free", False)
+    scale_free = harness_check is not None and _SCALE_FREE in problem.harness_path.read_text()
     rms1 = None
     for name in scales:
         s = SCALES[name]
@@ -241,7 +242,7 @@ def audit_problem(problem, rank: int, world: int, scales: list[str], size: str =
             rms1 = _rms(expected if s == 1.0 else ok.run_reference(reference, make(1)), dist_max=True)
         # the absolute floor as if the harness had drawn its data at this scale: scaled as the
         # reference's output scales (by s for a linear problem, s^2 for a product of two inputs);
-        # a scale-free check (harnesslib.scaled_check) needs none
+        # a scale-free check (harnesslib.assert_close_scaled) needs none
         ratio = 1.0 if scale_free or not rms1 else _rms(expected, dist_max=True) / rms1
         tol = {"atol": problem.tolerance["atol"] * ratio, "rtol": problem.tolerance["rtol"]}
         mutated = ok.changed(expected[1], fresh)

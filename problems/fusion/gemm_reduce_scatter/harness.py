@@ -1,6 +1,6 @@
 import torch
 
-from pytest_kernelbench.harnesslib import scaled_check
+from pytest_kernelbench.harnesslib import assert_close_scaled
 
 
 def inputs(size, rank, world_size, gen, device, dtype):
@@ -24,5 +24,7 @@ def cost(size, world_size, dtype):
     }
 
 
-# the bf16 reference's rounding grows with the partial sums' magnitude: atol on the rms (issue 49)
-check = scaled_check()
+def check(out, expected, inputs, tol):
+    # atol on the reference's rms: the bf16 partial sums' rounding grows with their magnitude, not
+    # with each element's (an element that cancels keeps it), at any input scale (issue 49)
+    assert_close_scaled(out, expected, tol["atol"], tol["rtol"])
