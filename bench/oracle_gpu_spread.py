@@ -1,12 +1,14 @@
-"""The spread of honest reduction orders at GPU sizes, on one GPU (issue 49's calibration): for the
+"""The spread of honest reduction orders at GPU sizes, in one process (issue 49's calibration): for the
 problems whose reduced data is not an exact grid (a GEMM's partial products), every rank's partial
-is computed as that rank would (harness.inputs with its rank, cuBLAS), then summed as a bfloat16
+is computed as that rank would (harness.inputs with its rank; cuBLAS on a GPU, else the CPU's GEMM,
+whose inner accumulation order differs but not the bfloat16 roundings that dominate), then summed as a bfloat16
 reference does (NCCL rounds to bfloat16 at every hop: rank order, reversed, a pairwise tree) and
 as an honest fp32-accumulating kernel does (float32 partials, float32 sum, rounded once). Printed:
 per size and pair, the largest |honest - reference| over the reference's rms, and how much of each
 tolerance rule it uses (1.0 = at the bound).
 
-    python bench/oracle_gpu_spread.py [--world 8] [--sizes small,medium,large]
+    python bench/oracle_gpu_spread.py [--world 8] [--sizes small,medium,large] [--device cuda|cpu]
+    (reports/baselines/2026-12-07-cpu-oracle-spread.jsonl: --device cpu --sizes small,medium)
 """
 from __future__ import annotations
 
@@ -51,12 +53,13 @@ def main() -> None:
     ap.add_argument("--world", type=int, default=8)
     ap.add_argument("--sizes", default="small,medium,large")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--problems", default=",".join(PROBLEMS))
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     dev = torch.device(a.device)
     rows = []
-    for pid in PROBLEMS:
+    for pid in a.problems.split(","):
         problem = load_problem(REPO / "problems" / pid / "problem.yaml", REPO / "problems")
         harness = load_module(str(problem.harness_path), "_spread_h", register=False)
         tol = problem.tolerance
