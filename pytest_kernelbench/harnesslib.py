@@ -120,11 +120,13 @@ def assert_close_scaled(out: object, expected: object, atol_rms: float, rtol: fl
                 raise AssertionError(f"{p}: {int(bad.sum())} of {e.numel()} values differ; first at flat index {i}: "
                                      f"expected {e.reshape(-1)[i].item()}, got {o.reshape(-1)[i].item()}")
             continue
-        wide = torch.complex128 if e.is_complex() else torch.float64
+        # float32 or wider, as the checker compares (a float64 copy of a GPU-sized output is 4x its bytes)
+        wide = e.dtype if e.dtype in (torch.float64, torch.complex128) else \
+            torch.complex64 if e.is_complex() else torch.float32
         of, ef = o.to(wide), e.to(wide)
         mag = ef.abs()
         finite = torch.isfinite(mag)
-        rms = float(mag[finite].square().mean().sqrt()) if bool(finite.any()) else 0.0
+        rms = float(mag[finite].square().mean(dtype=torch.float64).sqrt()) if bool(finite.any()) else 0.0
         atol = atol_rms * rms
         bad = ~((of - ef).abs() <= atol + rtol * mag)      # NaN on either side compares False
         bad &= ~(torch.isnan(of) & torch.isnan(ef))
