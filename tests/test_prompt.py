@@ -24,7 +24,9 @@ GPU_MACHINE = json.loads((REPO / "reports/baselines/2026-11-21-h200x4-all50-refe
 CPU_MACHINE = json.loads((REPO / "reports/baselines/2026-11-23-cpu-main-job-80-fork.json").read_text())["machine"]
 OWN_CHECK = {"fusion/allreduce_residual_rmsnorm_fp8", "ep/native_dispatch_payload", "ep/moe_dispatch_low_latency",
              "ep/dropless_dispatch_atomics",
-             "ep/moe_agrs_dispatch_combine", "ep/moe_dispatch_fp8", "ep/torchrec_kjt_alltoall"}
+             "ep/moe_agrs_dispatch_combine", "ep/moe_dispatch_fp8", "ep/torchrec_kjt_alltoall",
+             # atol on the reference's rms (harnesslib.assert_close_scaled, issue 49)
+             "fusion/gemm_allreduce", "fusion/gemm_reduce_scatter", "fusion/native_gemm_reduce_scatter"}
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,7 @@
 import torch
 
+from pytest_kernelbench.harnesslib import assert_close_scaled
+
 
 def inputs(size, rank, world_size, gen, device, dtype):
     t, k, n = size["tokens"], size["k"], size["n"]
@@ -20,3 +22,9 @@ def cost(size, world_size, dtype):
         "hbm_bytes": (t * kl + kl * n + t * n) * e,     # read x and w, write the output
         "flops": 2 * t * kl * n + (w - 1) / w * t * n,
     }
+
+
+def check(out, expected, inputs, tol):
+    # atol on the reference's rms: the bf16 partial sums' rounding grows with their magnitude, not
+    # with each element's (an element that cancels keeps it), at any input scale (issue 49)
+    assert_close_scaled(out, expected, tol["atol"], tol["rtol"])

@@ -1,5 +1,7 @@
 import torch
 
+from pytest_kernelbench.harnesslib import assert_close_scaled
+
 
 def inputs(size, rank, world_size, gen, device, dtype):
     t, f, h = size["tokens"], size["ffn"], size["hidden"]
@@ -20,3 +22,9 @@ def cost(size, world_size, dtype):
         "hbm_bytes": (t * k + k * h + t // w * h) * e,      # read x and w, write the output block
         "flops": 2 * t * k * h,
     }
+
+
+def check(out, expected, inputs, tol):
+    # atol on the reference's rms: the bf16 partial sums' rounding grows with their magnitude, not
+    # with each element's (an element that cancels keeps it), at any input scale (issue 49)
+    assert_close_scaled(out, expected, tol["atol"], tol["rtol"])

@@ -1,5 +1,7 @@
 import torch
 
+from pytest_kernelbench.harnesslib import assert_close_scaled
+
 
 def inputs(size, rank, world_size, gen, device, dtype):
     m, n, k = size["m"], size["n"], size["k"]
@@ -23,3 +25,9 @@ def cost(size, world_size, dtype):
         "hbm_bytes": (m * kl + kl * n) * e + 2 * m * n * e + m // w * n * e,
         "flops": 2 * m * kl * n + (w - 1) * (m // w) * n,
     }
+
+
+def check(out, expected, inputs, tol):
+    # atol on the reference's rms: the bf16 partial sums' rounding grows with their magnitude, not
+    # with each element's (an element that cancels keeps it), at any input scale (issue 49)
+    assert_close_scaled(out, expected, tol["atol"], tol["rtol"])
