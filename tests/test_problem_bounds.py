@@ -154,6 +154,8 @@ UNRECORDED = {
     "ep/moe_agrs_dispatch_combine", "ep/moe_dispatch_fp8", "ep/torchrec_kjt_alltoall",
     "fusion/sp_mlp_block", "utility/distributed_muon", "collective/dtensor_redistribute",
     "utility/distributed_fft_pencil",
+    "collective/allreduce_decode", "collective/all_gather_v_reduce_scatter_v", "fusion/decode_gemv_allreduce",
+    "utility/hsdp_grad_sync",
 }
 
 
