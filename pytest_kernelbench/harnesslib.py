@@ -79,3 +79,26 @@ def grid_round_(x: torch.Tensor, step: float, lim: float) -> torch.Tensor:
         return x.mul_(1 / step).round_().clamp_(-k, k).mul_(step)
     magic = 1.5 * step * 2 ** (bits - 1)
     return x.clamp_(-lim, lim).add_(magic).sub_(magic)
+
+
+def assert_close_rms(out, expected, atol_rms: float, rtol: float, names: Sequence[str] | None = None) -> None:
+    """Each output within `atol_rms` x the rms of its expected tensor plus `rtol` x |expected|, element-wise,
+    compared in float32 (issue 49: a reference for a reduction whose honest summation orders differ
+    compares with a tolerance that scales with the data, not with one absolute atol). Raises
+    AssertionError naming the output, how many elements are off and the first of them."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    exps = expected if isinstance(expected, (tuple, list)) else (expected,)
+    for i, (o, e) in enumerate(zip(outs, exps)):
+        name = names[i] if names else f"out[{i}]"
+        o32, e32 = o.detach().float(), e.detach().float()
+        if o32.shape != e32.shape:
+            raise AssertionError(f"{name}: shape {tuple(o32.shape)}, expected {tuple(e32.shape)}")
+        rms = float(e32.pow(2).mean().sqrt()) if e32.numel() else 0.0
+        atol = atol_rms * rms
+        bad = ~((o32 - e32).abs() <= atol + rtol * e32.abs())       # NaN compares False: it is bad
+        if bool(bad.any()):
+            j = int(bad.reshape(-1).nonzero()[0])
+            raise AssertionError(
+                f"{name}: {int(bad.sum())} of {e32.numel()} elements outside {atol_rms:g} x rms ({rms:.4g}) + "
+                f"{rtol:g} x |expected|; first at flat index {j}: expected {e32.reshape(-1)[j].item():.6g}, "
+                f"got {o32.reshape(-1)[j].item():.6g}")
