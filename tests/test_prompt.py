@@ -22,7 +22,9 @@ from pytest_kernelbench.spec.problem import load_problem
 
 GPU_MACHINE = json.loads((REPO / "reports/baselines/2026-11-21-h200x4-all50-reference.json").read_text())["machine"]
 CPU_MACHINE = json.loads((REPO / "reports/baselines/2026-11-23-cpu-main-job-80-fork.json").read_text())["machine"]
-OWN_CHECK = {"fusion/allreduce_residual_rmsnorm_fp8", "ep/native_dispatch_payload", "ep/moe_dispatch_low_latency"}
+OWN_CHECK = {"fusion/allreduce_residual_rmsnorm_fp8", "ep/native_dispatch_payload", "ep/moe_dispatch_low_latency",
+             # issue 49: atol on the rms of the expected output
+             "p2p/zigzag_ring_attention_backward", "p2p/linear_attn_cp_state_scan"}
 
 
 @pytest.fixture(scope="module")
