@@ -156,6 +156,7 @@ UNRECORDED = {
     "utility/distributed_fft_pencil",
     "collective/allreduce_decode", "collective/all_gather_v_reduce_scatter_v", "fusion/decode_gemv_allreduce",
     "utility/hsdp_grad_sync",
+    "p2p/zigzag_ring_attention_backward", "collective/usp_attention", "p2p/linear_attn_cp_state_scan",
 }
 
 

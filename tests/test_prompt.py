@@ -27,7 +27,9 @@ OWN_CHECK = {"fusion/allreduce_residual_rmsnorm_fp8", "ep/native_dispatch_payloa
              "ep/moe_agrs_dispatch_combine", "ep/moe_dispatch_fp8", "ep/torchrec_kjt_alltoall",
              # atol on the reference's rms (harnesslib.assert_close_scaled, issue 49)
              "fusion/gemm_allreduce", "fusion/gemm_reduce_scatter", "fusion/native_gemm_reduce_scatter",
-             "fusion/decode_gemv_allreduce"}
+             "fusion/decode_gemv_allreduce",
+             # issue 49: atol on the rms of the expected output
+             "p2p/zigzag_ring_attention_backward", "p2p/linear_attn_cp_state_scan"}
 
 
 @pytest.fixture(scope="module")
