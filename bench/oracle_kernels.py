@@ -99,9 +99,10 @@ def _is_fp8(t: torch.Tensor) -> bool:
 
 
 def half_zeroed(t: torch.Tensor) -> torch.Tensor:
-    t = t.clone()
-    flat = t.reshape(-1)
-    flat[flat.numel() // 2:] = 0
+    # a contiguous copy: reshape(-1) of a non-contiguous clone is a copy, and zeroing it changed
+    # nothing (p2p/linear_attn_cp_state_scan's output read "n/a" for a half that was never zeroed)
+    t = t.clone(memory_format=torch.contiguous_format)
+    t.view(-1)[t.numel() // 2:] = 0
     return t
 
 

@@ -28,6 +28,14 @@ HONEST_EXEMPT: dict[tuple[str, str], str] = {}
 # (problem, skip_rank | missing_barrier) where no rank's inputs reach another rank's output, and why
 # (none today)
 PEERLESS: dict[tuple[str, str], str] = {}
+# (problem, scale) whose scaled inputs are not a valid input set of the problem, and why: there a
+# planted kernel may land within the honest spread (n/a), as it should
+STRESS_EXEMPT: dict[tuple[str, str], str] = {
+    ("fusion/decode_gemv_allreduce", "2^-10"): "x and the weight both scale, so the all-reduced GEMV "
+    "(2^-20 of its size) vanishes next to the residual (2^-10): a rank's partial no longer shows",
+    ("p2p/zigzag_ring_attention_backward", "2^10"): "out and lse are the forward of q, k, v at the "
+    "harness's scale (lse a log): scaled they are no forward at all, and the gradients overflow",
+}
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +96,7 @@ def test_a_skipped_rank_and_a_missing_barrier_fail_every_multi_rank_problem(audi
                 continue
             for kind in ("skip_rank", "missing_barrier"):
                 if not any(v["status"] == "caught" for k, v in row.items() if k.rstrip("0123456789") == kind) \
-                        and (pid, kind) not in PEERLESS:
+                        and (pid, kind) not in PEERLESS and (pid, scale) not in STRESS_EXEMPT:
                     free.append((pid, scale, kind))
     assert not free, free
 
