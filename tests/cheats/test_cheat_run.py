@@ -1,5 +1,5 @@
 """Red team on CPU, the run itself: the honest control passes beside the cheats, every candidate
-of every test_cheat_*.py file is reported, nothing is left running and the problem tree is unchanged."""
+of every test_cheat_*.py file (and of every file's TREES) is reported, nothing is left running and the problem tree is unchanged."""
 from __future__ import annotations
 
 import pytest
@@ -16,7 +16,7 @@ def test_honest_control_passes(judged):
 
 
 def test_every_item_reported_and_nothing_left(judged):
-    assert set(judged["items"]) == {f"collective/{n}" for n in judged["candidates"]}
+    assert set(judged["items"]) == set(judged["candidates"])
     assert not leftover_processes(str(judged["root"]))
 
 
