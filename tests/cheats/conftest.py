@@ -28,7 +28,8 @@ SIZES_PATCH = {"sizes": {"tiny": {"n": 4096}, "tiny2": {"n": 8192}, "small": {"n
 
 # the generated tree's conftest: a Tree's environment is in the worker's while its items run, and a
 # job's ranks take the worker's environment when they start (launch/env.py job_env)
-ITEM_ENV = '''import os
+ITEM_ENV = '''import json
+import os
 from pathlib import Path
 
 import pytest
@@ -38,9 +39,15 @@ ENV = {env!r}
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item):
-    env = ENV.get(Path(item.path).parent.relative_to(Path(__file__).parent).as_posix(), {{}})
+    here = Path(__file__).parent
+    name = Path(item.path).parent.relative_to(here).as_posix()
+    env = ENV.get(name, {{}})
     saved = {{k: os.environ.get(k) for k in env}}
     os.environ.update(env)
+    if env:     # what the item's job started with, beside the tree (test_cheat_run.py reads it)
+        seen = here.parent / "knobs"
+        seen.mkdir(exist_ok=True)
+        (seen / (name.replace("/", "__") + ".json")).write_text(json.dumps({{k: os.environ.get(k) for k in env}}))
     try:
         yield
     finally:
@@ -88,7 +95,7 @@ def _judge(root: Path, cheats: dict[str, str], sized: dict[str, str], trees: lis
                     "--kb-pg-timeout=10", timeout=900)
     assert doc is not None, proc.stdout[-5000:] + proc.stderr[-5000:]
     return {"items": by_problem(doc), "root": str(root), "problems": str(problems), "before": before,
-            "candidates": sorted(ids)}
+            "candidates": sorted(ids), "knobs": env}
 
 
 @pytest.fixture(scope="session")
