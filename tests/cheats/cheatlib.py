@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import NamedTuple
 
 # Prefix of most candidates: the correct answer computed without a forbidden call, so each cheat
 # below fails for the one thing it does wrong, not for being unable to communicate.
@@ -23,6 +24,16 @@ def _p2p_sum(x):
         acc += buf.float()
     return acc.to(x.dtype)
 '''
+
+
+class Tree(NamedTuple):
+    """Candidates of a test file that need knobs of their own in the red team's one run
+    (conftest.py): another base problem, a deadline, and an environment that only their items' ranks
+    get (a dev knob such as KB_SPIN or KB_DEV_ROUND_S)."""
+    candidates: dict[str, str]
+    base: str = "collective/all_reduce"
+    env: dict[str, str] = {}
+    timeout_s: float | None = None
 
 
 def tree_digest(root: Path) -> dict[str, str]:

@@ -3,8 +3,7 @@ Judged by the one run of tests/cheats/conftest.py (all cheat files' candidates t
 from __future__ import annotations
 
 import pytest
-from cheatlib import HONEST, failed, item
-from kbrun import by_problem, make_tree, run
+from cheatlib import HONEST, Tree, failed, item
 
 pytestmark = pytest.mark.e2e      # every test here reads the red team's inner run (tests/e2e_guard.py)
 
@@ -109,21 +108,19 @@ def solution(x):
     _c.setdefault(k, out)
     return out.clone()
 """
+TREES = [Tree({"replay_values_in_window": REPLAY_VALUES}, env={"KB_DEV_ROUND_S": "0.05"}, timeout_s=60)]
 
 
-def test_a_replay_of_the_values_a_window_met_before_is_a_mismatch(tmp_path):
+def test_a_replay_of_the_values_a_window_met_before_is_a_mismatch(judged):
     """On e19b152 this passed (with a false speedup): a timed window held more calls than fresh
     sets, and each later slot was a copy of an earlier one on every rank alike, so the whole job's
     inputs repeated and a replay keyed on a rank's own values was right. Since, at W > 1 a copy
     holds on each rank a set drawn from the job's key so that no two calls of a window meet the
     same inputs on every rank (rank/slots.py): a replay answers for inputs the job never had.
-    A run of its own, with windows of 50 ms (a dev knob), so that a window holds more calls than
-    the 8 fresh sets a CPU round makes however loaded the machine (at 10 ms a loaded one made
-    windows of 8 calls or fewer: nothing repeated, nothing to catch)."""
-    problems, solutions = make_tree(tmp_path, {"replay_values_in_window": REPLAY_VALUES})
-    proc, doc = run(tmp_path, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2", "--kb-sizes=tiny",
-                    "--kb-timeout=60", "--kb-pg-timeout=10", timeout=300, env={"KB_DEV_ROUND_S": "0.05"})
-    assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
-    it = by_problem(doc)["collective/replay_values_in_window"]
+    A tree of the red team's run with windows of 50 ms (a dev knob its item alone gets, TREES), so
+    that a window holds more calls than the 8 fresh sets a CPU round makes however loaded the
+    machine (at 10 ms a loaded one made windows of 8 calls or fewer: nothing repeated, nothing to
+    catch)."""
+    it = item(judged, "replay_values_in_window")
     assert (it["outcome"], it["failure"]) == ("failed", "mismatch"), f"{it['outcome']} {it.get('failure')}: {it['message']}"
     assert "timed call" in it["message"], it["message"]

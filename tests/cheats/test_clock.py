@@ -1,6 +1,7 @@
 """Red team on CPU (issue 44, classes 2 and 3): the clock of a timed window, and the timed calls of
-in-place problems. Its own run (KB_SPIN=1: the GPU's protocol, where the checker waited for the
-candidate's "armed" before it started the clock), W = 2, the tiny size.
+in-place problems. Its items are trees of the red team's one run (conftest.py) with knobs of their
+own (KB_SPIN=1: the GPU's protocol, where the checker waited for the candidate's "armed" before it
+started the clock; windows of 50 ms), W = 2, the tiny size.
 
 Class 2, the window's clock: the candidate process is the harness's CandidateProcess code, so a
 cheat can replace CandidateProcess.run_batch (or read the call's frame) and reach every input set
@@ -28,8 +29,8 @@ Class 3, in-place timed calls (the grad_clip_inplace problem):
 from __future__ import annotations
 
 import pytest
-from cheatlib import HONEST
-from kbrun import by_problem, explain, make_tree, run
+from cheatlib import HONEST, Tree
+from kbrun import explain
 
 pytestmark = pytest.mark.e2e
 
@@ -82,7 +83,7 @@ def _slow_sum(x):
 '''
 
 CANDIDATES = {
-    "honest": HONEST + "\ndef solution(x):\n    return _p2p_sum(x)\n",
+    "clock_honest": HONEST + "\ndef solution(x):\n    return _p2p_sum(x)\n",
     "precompute_before_go": HONEST + SLOW + PATCH + "_patch(_slow_sum)\n",
     "forbidden_before_go": HONEST + PATCH + '''
 def _forbidden(x):
@@ -136,15 +137,9 @@ INPLACE = {
 }
 
 
-@pytest.fixture(scope="module")
-def judged(tmp_path_factory):
-    root = tmp_path_factory.mktemp("clock")
-    problems, solutions = make_tree(root, CANDIDATES)
-    make_tree(root, INPLACE, base="utility/grad_clip_inplace")
-    proc, doc = run(root, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2", "--kb-sizes=tiny",
-                    "-n", "2", "--kb-timeout=200", timeout=900, env={"KB_SPIN": "1", "KB_DEV_ROUND_S": "0.05"})
-    assert doc is not None, proc.stdout[-5000:] + proc.stderr[-5000:]
-    return by_problem(doc)
+KNOBS = {"KB_SPIN": "1", "KB_DEV_ROUND_S": "0.05"}
+TREES = [Tree(CANDIDATES, env=KNOBS, timeout_s=200),
+         Tree(INPLACE, base="utility/grad_clip_inplace", env=KNOBS, timeout_s=200)]
 
 
 def _size(it: dict) -> dict:
@@ -171,7 +166,7 @@ def _credited_s(it: dict) -> float:
 
 
 def _passed(judged, name) -> dict:
-    it = judged[name]
+    it = judged["items"][name]
     assert it["outcome"] == "passed", explain(it)
     return it
 
@@ -184,7 +179,7 @@ def test_work_done_before_go_is_inside_the_window(judged):
 
 
 def test_a_forbidden_call_before_go_is_counted(judged):
-    it = judged["collective/forbidden_before_go"]
+    it = judged["items"]["collective/forbidden_before_go"]
     assert (it["outcome"], it["failure"]) == ("failed", "forbidden_call"), explain(it)
     assert "all_reduce" in it["message"], it["message"]
 
@@ -202,14 +197,14 @@ def test_a_window_served_with_one_exchange_is_capped_at_its_lone_calls(judged):
 
 
 def test_honest_candidates_are_not_capped(judged):
-    for name in ("collective/honest", "utility/honest_clip"):
+    for name in ("collective/clock_honest", "utility/honest_clip"):
         it = _passed(judged, name)
         look = _size(it)["timing"].get("lookahead")
         assert look and not look["capped"], _why(it)
 
 
 def test_an_in_place_candidate_that_does_nothing_in_timed_calls_fails(judged):
-    it = judged["utility/inplace_nothing_when_timed"]
+    it = judged["items"]["utility/inplace_nothing_when_timed"]
     assert (it["outcome"], it["failure"]) == ("failed", "mismatch"), explain(it)
     assert "timed call" in it["message"], it["message"]
 

@@ -2,18 +2,19 @@
 warm-up and, before, its two probe windows, which it can tell by their place), so that its probes
 said every window should hold one call: the windows' fixed part (barrier, "go", synchronize,
 "done") then outweighed the calls and its speedup read near 1 whatever it was. The reference's
-probes alone now set the calls a window holds (rank/timing.py). Its own run, at 50 ms windows (a
-dev knob), where the reference's calls fit many to a window and a probe call of 0.1 s asks for one."""
+probes alone now set the calls a window holds (rank/timing.py). A tree of the red team's one run
+(conftest.py) at 50 ms windows (a dev knob its items alone get), where the reference's calls fit
+many to a window and a probe call of 0.1 s asks for one."""
 from __future__ import annotations
 
 import pytest
-from cheatlib import HONEST
-from kbrun import by_problem, explain, make_tree, run
+from cheatlib import HONEST, Tree
+from kbrun import explain
 
 pytestmark = pytest.mark.e2e
 
 CANDIDATES = {
-    "honest": HONEST + "\ndef solution(x):\n    return _p2p_sum(x)\n",
+    "sandbag_honest": HONEST + "\ndef solution(x):\n    return _p2p_sum(x)\n",
     "sandbag_probes": HONEST + """
 import time
 _calls = {}
@@ -26,14 +27,7 @@ def solution(x):
 }
 
 
-@pytest.fixture(scope="module")
-def judged(tmp_path_factory):
-    root = tmp_path_factory.mktemp("sandbag")
-    problems, solutions = make_tree(root, CANDIDATES)
-    proc, doc = run(root, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2", "--kb-sizes=tiny",
-                    "--kb-timeout=90", timeout=600, env={"KB_DEV_ROUND_S": "0.05"})
-    assert doc is not None, proc.stdout[-5000:] + proc.stderr[-5000:]
-    return by_problem(doc)
+TREES = [Tree(CANDIDATES, env={"KB_DEV_ROUND_S": "0.05"}, timeout_s=90)]
 
 
 def _iters(it: dict) -> int:
@@ -43,7 +37,7 @@ def _iters(it: dict) -> int:
 
 
 def test_a_candidate_slow_in_its_first_timed_windows_does_not_shrink_the_windows(judged):
-    honest, cheat = judged["collective/honest"], judged["collective/sandbag_probes"]
+    honest, cheat = judged["items"]["collective/sandbag_honest"], judged["items"]["collective/sandbag_probes"]
     assert honest["outcome"] == cheat["outcome"] == "passed", explain(cheat)
     # before: 1 call a window for the cheat (its 0.1 s probe calls against 50 ms windows)
     assert _iters(honest) >= 3 and _iters(cheat) >= 3, (_iters(honest), _iters(cheat))
