@@ -47,6 +47,11 @@ LOCAL_REDUCTIONS = {
     "fusion/allgather_kv_attention": "softmax over every rank's keys",
     "utility/int8_quantized_allreduce": "sum of the ranks' dequantized chunks",
     "utility/vocab_parallel_topk_logprobs": "log-sum-exp and top-k over every rank's vocabulary shard",
+    "collective/usp_attention": "online softmax over every ring group's keys",
+    "p2p/zigzag_ring_attention_backward": "dK/dV summed over every rank's queries as they travel the ring",
+    "p2p/linear_attn_cp_state_scan": "decayed prefix of the earlier ranks' states",
+    "ep/torchrec_kjt_alltoall": "embedding-bag sums over ids from every rank",
+    "ep/moe_dispatch_fp8": "weighted sum of the top-k experts' outputs from other ranks (its combine)",
 }
 _SCALE_FREE = "assert_close_scaled("      # a harness whose check() compares on the reference's rms
 _REDUCING = re.compile(r"dist\.(all_reduce|reduce_scatter_tensor|reduce_scatter|reduce)\(")
