@@ -139,3 +139,11 @@ def assert_close_scaled(out: object, expected: object, atol_rms: float, rtol: fl
                 f"{p}: values differ: {int(bad.sum())} of {e.numel()} elements outside atol={atol:.4g} "
                 f"({atol_rms:g} x {rms:.4g}, the rms of the reference's {p}) rtol={rtol:g}, max abs error {worst:.4g}; "
                 f"first at flat index {i}: expected {ef.reshape(-1)[i].item():.6g}, got {of.reshape(-1)[i].item():.6g}")
+
+
+def rank_hit_probability(experts: int, topk: int, world_size: int) -> float:
+    """The probability that a token routed uniformly to `topk` of `experts` experts (experts split
+    evenly over the ranks) has at least one of them on a given rank: the share of tokens a rank
+    sends to each other rank in an expert-parallel dispatch (the MoE problems' cost())."""
+    per_rank = experts // world_size
+    return 1.0 - math.comb(experts - per_rank, topk) / math.comb(experts, topk)

@@ -1,6 +1,6 @@
-import math
-
 import torch
+
+from pytest_kernelbench.harnesslib import rank_hit_probability
 
 
 def inputs(size, rank, world_size, gen, device, dtype):
@@ -14,16 +14,10 @@ def inputs(size, rank, world_size, gen, device, dtype):
     return x, in_rank
 
 
-def _p_hit(size, world_size):
-    # probability that a token has at least one of its K experts on a given rank
-    e, k = size["experts"], size["topk"]
-    return 1.0 - math.comb(e - e // world_size, k) / math.comb(e, k)
-
-
 def cost(size, world_size, dtype):
     el = torch.tensor([], dtype=dtype).element_size()
     t, h, w = size["tokens"], size["hidden"], world_size
-    rows = _p_hit(size, w) * t                      # expected rows sent to (and received from) each rank
+    rows = rank_hit_probability(size["experts"], size["topk"], w) * t                      # expected rows sent to (and received from) each rank
     row = h * el
     return {
         "link_bytes": (w - 1) * rows * (row + 4),  # the rows and their token ids; the atomics are small

@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from pytest_kernelbench.harnesslib import exact_values
+from pytest_kernelbench.harnesslib import exact_values, rank_hit_probability
 
 
 def tokens_per_rank(size, world_size):
@@ -46,17 +46,11 @@ def inputs(size, rank, world_size, gen, device, dtype, shared_seed=None):
             torch.tensor(counts, dtype=torch.int64, device=device), e)
 
 
-def _p_hit(size, world_size):
-    e, k = size["experts"], size["topk"]
-    per_rank = e // world_size
-    return 1.0 - math.comb(e - per_rank, k) / math.comb(e, k)
-
-
 def cost(size, world_size, dtype):
     el = torch.tensor([], dtype=dtype).element_size()
     w, h, k, e = world_size, size["hidden"], size["topk"], size["experts"]
     counts = tokens_per_rank(size, w)
-    n, p, row = sum(counts), _p_hit(size, w), size["hidden"] * el
+    n, p, row = sum(counts), rank_hit_probability(size["experts"], size["topk"], w), size["hidden"] * el
     # the least any algorithm moves: a token crosses to each other rank hosting one of its experts
     # (the rows of other tokens may be left out of x_all), its routing to every rank (an expert id
     # fits a byte at E <= 256, a weight 4 bytes), and back only the partial rows that are nonzero

@@ -1,6 +1,6 @@
-import math
-
 import torch
+
+from pytest_kernelbench.harnesslib import rank_hit_probability
 
 
 def inputs(size, rank, world_size, gen, device, dtype):
@@ -13,17 +13,10 @@ def inputs(size, rank, world_size, gen, device, dtype):
     return tokens, topk_ids, e
 
 
-def _p_hit(size, world_size):
-    # probability that a token has at least one of its K experts on a given rank
-    e, k = size["experts"], size["topk"]
-    per_rank = e // world_size
-    return 1.0 - math.comb(e - per_rank, k) / math.comb(e, k)
-
-
 def cost(size, world_size, dtype):
     el = torch.tensor([], dtype=dtype).element_size()
     t, h, w = size["tokens"], size["hidden"], world_size
-    p = _p_hit(size, w)
+    p = rank_hit_probability(size["experts"], size["topk"], w)
     row = h * el
     return {
         # expected token copies leaving this rank for the W-1 other ranks (+ the counts)

@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from pytest_kernelbench.harnesslib import exact_values
+from pytest_kernelbench.harnesslib import exact_values, rank_hit_probability
 
 GROUP = 128
 
@@ -26,16 +26,10 @@ def inputs(size, rank, world_size, gen, device, dtype):
     return tokens, topk_ids, e, expert_out, weights, key // t, key % t
 
 
-def _p_hit(size, world_size):
-    e, k = size["experts"], size["topk"]
-    per_rank = e // world_size
-    return 1.0 - math.comb(e - per_rank, k) / math.comb(e, k)
-
-
 def cost(size, world_size, dtype):
     el = torch.tensor([], dtype=dtype).element_size()
     t, h, k, w = size["tokens"], size["hidden"], size["topk"], world_size
-    p, groups, rows = _p_hit(size, w), h // GROUP, t * k
+    p, groups, rows = rank_hit_probability(size["experts"], size["topk"], w), h // GROUP, t * k
     # dispatch: a token's fp8 row to each other rank hosting one of its experts, with its scales
     # (a power-of-two scale fits a byte, which the task allows)
     dispatch = (w - 1) * p * t * (h + groups)

@@ -1,6 +1,6 @@
-import math
-
 import torch
+
+from pytest_kernelbench.harnesslib import rank_hit_probability
 
 
 def inputs(size, rank, world_size, gen, device, dtype):
@@ -12,18 +12,12 @@ def inputs(size, rank, world_size, gen, device, dtype):
     return x, topk_ids, e
 
 
-def _p_hit(size, world_size):
-    e, k = size["experts"], size["topk"]
-    local = e // world_size
-    return 1.0 - math.comb(e - local, k) / math.comb(e, k)
-
-
 def cost(size, world_size, dtype):
     el = torch.tensor([], dtype=dtype).element_size()
     t, h, k, w = size["tokens"], size["hidden"], size["topk"], world_size
     return {
         # a token needs to cross the link once per other rank hosting one of its experts
-        "link_bytes": (w - 1) * _p_hit(size, w) * t * h * el + t * k * 4,
+        "link_bytes": (w - 1) * rank_hit_probability(size["experts"], size["topk"], w) * t * h * el + t * k * 4,
         # read the tokens, write the T*K received rows (on average) and their source ids
         "hbm_bytes": t * h * el + t * k * (h * el + 4),
         "flops": 0,
