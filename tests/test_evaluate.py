@@ -127,6 +127,10 @@ def test_bad_requests_are_refused_before_anything_runs():
         settings_for({"timing": "sometimes"})
     s, own = settings_for({"world_size": 2, "sizes": ["tiny"], "timing": False, "deadline": 30})
     assert (s.nproc, s.sizes, s.timing, own["deadline"]) == (2, ["tiny"], False, 30.0)
+    # ranks sharing a GPU (a cheap correctness signal): the pytest option, checked by its own row
+    assert settings_for({"oversubscribe": True})[0].oversubscribe is True
+    with pytest.raises(EvaluateError, match="oversubscribe"):
+        settings_for({"oversubscribe": "sometimes"})
     evaluator = Evaluator()
     with pytest.raises(UnknownProblem):
         evaluator.evaluate("nope/nope", "def solution(x): return x")

@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 
 # evaluate()'s options: these --kb-* options by their field name (world_size for nproc too),
 # each checked by its own row (options.value_of); never allow-multicast, launcher, report, ...
-API_OPTIONS = "nproc sizes trials timing timing-rounds seed timeout device compile-timeout pg-timeout cpu-ranks".split()
+# (oversubscribe: W ranks sharing fewer GPUs, a correctness signal at a fraction of the GPUs, never timed)
+API_OPTIONS = ("nproc sizes trials timing timing-rounds seed timeout device compile-timeout pg-timeout cpu-ranks "
+               "oversubscribe").split()
 OPTION_NAMES = {"world_size": "nproc", **{kb_options.BY_NAME[n].field: n for n in API_OPTIONS}}
 # options of the evaluation itself, not of the item's run
 OWN_OPTIONS = ("deadline", "reward", "keep_job")
@@ -74,6 +76,9 @@ def settings_for(options: dict[str, Any]) -> tuple[kb_options.Settings, dict[str
             raw = ",".join(map(str, raw))
         if name == "timing" and isinstance(raw, bool):
             raw = "on" if raw else "off"
+        if kb_options.BY_NAME[name].kind is bool and not isinstance(raw, bool):
+            # an ini's words ("yes", "on") are for files; a request says true or false, or it is a typo
+            raise EvaluateError(f"{key}: expected true or false, got {raw!r}")
         try:
             values[name] = kb_options.value_of(kb_options.BY_NAME[name], raw, None)
         except kb_options.OptionError as e:
@@ -283,7 +288,7 @@ _default: Evaluator | None = None
 def evaluate(problem_id: str, code: str, **options: Any) -> Evaluation:
     """Score `code` as the candidate for `problem_id` (in this process; the rank server stays warm
     for the next call). Options: world_size, sizes, trials, timing, timing_rounds, seed, timeout,
-    device, compile_timeout, pg_timeout, cpu_ranks, deadline, reward (a preset name), and
+    device, compile_timeout, pg_timeout, cpu_ranks, oversubscribe, deadline, reward (a preset name), and
     problems_dir / pkb (where problems come from)."""
     global _default
     where = {k: options.pop(k) for k in ("problems_dir", "pkb") if k in options}
