@@ -87,3 +87,15 @@ def test_a_forbidden_point_to_point_call_is_still_counted_under_the_staging(tmp_
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     r0, _ = _run(tmp_path, ["collectives", "p2p"])
     assert any("p2p" in k for k in r0["guard"]), r0["guard"]
+
+
+def test_only_gloo_carrying_cuda_tensors_is_staged():
+    for backend, cuda in (("nccl", True), ("gloo", False)):
+        p2pstage.serve(backend, cuda)
+        assert dist.isend is p2pstage._ORIGINAL.get("isend", dist.isend) and not p2pstage._ORIGINAL
+    p2pstage.serve("gloo", True)
+    try:
+        assert dist.isend is p2pstage._isend and dist.distributed_c10d.irecv is p2pstage._irecv
+    finally:
+        p2pstage.uninstall()
+    assert not p2pstage._ORIGINAL and dist.isend is dist.distributed_c10d.isend

@@ -99,9 +99,8 @@ class CandidateProcess:
         kwargs: dict[str, Any] = {"device_id": self.device} if backend == "nccl" else {}
         dist.init_process_group(backend, store=store, rank=msg.rank, world_size=msg.world,
                                 timeout=timeout, **kwargs)
-        if backend == "gloo" and self.cuda:     # ranks sharing a GPU: CUDA point-to-point through the host
-            from . import p2pstage
-            p2pstage.install()                 # below the forbid guard, which wraps what it finds
+        from . import p2pstage
+        p2pstage.serve(backend, self.cuda)     # before the forbid guard, which wraps what it finds
         self.dtype = getattr(torch, msg.dtype)
         from .globalstate import GlobalState
         from .guards import ForbidGuard

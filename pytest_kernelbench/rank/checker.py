@@ -119,9 +119,8 @@ class Checker:
         dist.init_process_group(backend, timeout=timeout, store=self.store, rank=self.rank, world_size=self.world,
                                 **kwargs)
         mark("checker: group")
-        if backend == "gloo" and job.device == "cuda":    # the reference's CUDA point-to-point, through the host
-            from . import p2pstage
-            p2pstage.install()
+        from . import p2pstage
+        p2pstage.serve(backend, job.device == "cuda")     # the reference's CUDA point-to-point, on a shared GPU
         self.dtype = getattr(torch, job.dtype)
         from . import memory
         assert self.link is not None

@@ -100,6 +100,13 @@ def _irecv(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
 _WRAPPERS = {"send": _send, "recv": _recv, "isend": _isend, "irecv": _irecv}
 
 
+def serve(backend: str, cuda: bool) -> None:
+    """Staging where a process needs it: its group is gloo and its tensors live on a GPU (the
+    shared placement, the only job whose CUDA ranks run gloo); elsewhere nothing is wrapped."""
+    if backend == "gloo" and cuda:
+        install()
+
+
 def install() -> None:
     """Wrap the four calls in torch.distributed and in distributed_c10d (P2POp checks its op against
     the latter's names, and batch_isend_irecv calls the op it holds). Idempotent."""
