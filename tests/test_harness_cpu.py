@@ -6,8 +6,11 @@ each test reads what the report says about its item.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
+from pytest_kernelbench.protocol import JobLayout
+
 from kbrun import by_problem, explain, leftover_processes, make_tree, run
 
 pytestmark = pytest.mark.e2e      # every test here runs an inner pytest or ranks (tests/e2e_guard.py)
@@ -81,6 +84,29 @@ def solution(x):
     return x.clone()
 """,
     "syntax_error": "def solution(x)\n    return x\n",
+    # torch's symmetric-memory rendezvous (CUDA): each process binds $TMPDIR/symm_mem-<its pid> and
+    # sends a handle to a peer's socket, its path built from its OWN TMPDIR and the peer's pid
+    "peer_socket": """
+import os
+import socket
+import torch.distributed as dist
+_met = False
+def solution(x):
+    global _met
+    if not _met:
+        me = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        me.bind(os.path.join(os.environ["TMPDIR"], f"kbsock-{os.getpid()}"))
+        pids = [None] * dist.get_world_size()
+        dist.all_gather_object(pids, os.getpid())
+        peer = pids[(dist.get_rank() + 1) % len(pids)]
+        me.sendto(b"hi", os.path.join(os.environ["TMPDIR"], f"kbsock-{peer}"))
+        assert me.recv(16) == b"hi"
+        me.close()
+        _met = True
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+""",
 }
 
 
@@ -110,6 +136,19 @@ def test_good_candidate_passes_with_timings(judged):
     # gloo times are not speed: no score, no verdict, the ratio kept apart
     assert it["score"] is None and it["verdict"] is None and it["speed"] == "cpu: not a speed"
     assert size["speedup"] is None and size["cpu_time_ratio"] > 0
+
+
+def test_peer_candidate_processes_reach_each_others_sockets_in_tmpdir(judged):
+    """Every rank's candidate process has the same TMPDIR: torch's symmetric-memory rendezvous
+    found no peer with a TMPDIR per rank ("Failed to send fd: No such file or directory", the
+    first shared-GPU run of issue 46)."""
+    it = item(judged, "peer_socket")
+    assert it["outcome"] == "passed", explain(it)
+    kept = item(judged, "raises_on_rank1")["job_dir"]     # a failed item's folder stays (a passed one's goes)
+    layout = JobLayout(Path(kept))
+    tmps = [layout.solver_tmp(role) for role in ("candidate", "reference")]
+    assert len(str(tmps[0] / "symm_mem-4194304")) < 108       # a socket's path, whatever the report folder
+    assert not any(t.exists() for t in tmps)                  # gone with the job
 
 
 def test_hang_times_out_naming_rank_and_phase_and_leaves_no_process(judged):
@@ -163,14 +202,14 @@ def test_reports_hold_every_item(judged):
     jsonl = (root / "report.jsonl").read_text().splitlines()
     assert len(jsonl) == len(CANDIDATES)
     agg = doc["aggregates"]
-    assert agg["total"] == len(CANDIDATES) and agg["passed"] == 1
+    assert agg["total"] == len(CANDIDATES) and agg["passed"] == 2
     assert agg["failures"]["timeout"] == 1 and agg["failures"]["mismatch"] == 3
     assert doc["machine"]["cpu_count"] and doc["config"]["nonce"]
     assert "kernelbench" in judged["proc"].stdout and "collective/hangs" in judged["proc"].stdout
 
 
 # ---- the same verdicts when torchrun starts the ranks (--kb-launcher=torchrun) -----------------------
-UNDER_TORCHRUN = ("good", "hangs", "raises_on_rank1", "exits_on_rank1", "wrong_on_rank1")
+UNDER_TORCHRUN = ("good", "hangs", "raises_on_rank1", "exits_on_rank1", "wrong_on_rank1", "peer_socket")
 
 
 @pytest.fixture(scope="module")

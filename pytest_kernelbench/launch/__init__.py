@@ -239,6 +239,8 @@ def _cleanup(layout: JobLayout) -> None:
     scratch folders go (a build cache lives apart, keyed by the candidate's source)."""
     shutil.rmtree(layout.tmp, ignore_errors=True)
     shutil.rmtree(layout.dir / "scratch", ignore_errors=True)
+    for role in ("candidate", "reference"):      # this host's (another node's goes with its /tmp)
+        shutil.rmtree(layout.solver_tmp(role), ignore_errors=True)
 
 
 def _restore_trees(protected: list[str], before: dict, quarantine: Path) -> list[str]:

@@ -187,6 +187,15 @@ class JobLayout:
     def reference_scratch(self, rank: int) -> Path:
         return self.dir / "scratch" / f"reference{rank}"
 
+    def solver_tmp(self, role: str) -> Path:
+        """TMPDIR of every solver process of one role ("candidate", "reference") of the job on this
+        host: one folder for all ranks, since torch's symmetric-memory rendezvous sends a CUDA
+        handle to a peer's socket at $TMPDIR/symm_mem-<its pid>, which a TMPDIR per rank never
+        finds; and a short path outside the job folder, since a socket's path holds at most 107
+        bytes (a deep report folder would refuse it)."""
+        digest = hashlib.sha256(os.path.abspath(self.dir).encode()).hexdigest()[:16]
+        return Path("/tmp") / f"kb-{digest}-{role}"
+
     def error(self, rank: int) -> Path:
         return self.errors / f"rank{rank}.json"
 

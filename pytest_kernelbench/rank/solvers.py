@@ -10,6 +10,8 @@ before every reference window (scheduling_changes), for machines where the uid i
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -28,25 +30,25 @@ def start(layout: JobLayout, job: JobSpec, rank: int, gpu_index: int) -> tuple[L
     # one identity for the job's candidate processes, another for its reference processes (identity.py)
     mine, theirs = identity.job_identities(layout.dir)
     change = identity.wanted()
-    scratch = _scratch(layout.scratch(rank))
+    scratch, tmp = _scratch(layout.scratch(rank)), _shared(layout.solver_tmp("candidate"), mine)
     if change:
-        identity.give([scratch, *job.builds], mine)
+        identity.give([scratch, tmp, *job.builds], mine)
     elif os.geteuid() == 0:       # uid 0 kept (KB_SANDBOX_KEEP_UID=1): a build folder an earlier job left is root's again
         identity.give(job.builds, identity.ROOT)
     link = Link.start(str(layout.log(rank)), read_only=[str(layout.candidate)],
-                      read_write=[str(scratch)] + list(job.builds), sys_path=list(job.sys_path),
-                      env={**env, **_home(scratch), **identity.env(mine)}, cuda_device=gpu, ident=mine)
+                      read_write=[str(scratch), str(tmp)] + list(job.builds), sys_path=list(job.sys_path),
+                      env={**env, **_home(scratch, tmp), **identity.env(mine)}, cuda_device=gpu, ident=mine)
     if not job.timing.enabled:
         return link, None
     ref = job.reference_path          # its folder, where the file is and where a link to it points
     ref_dirs = sorted({os.path.dirname(os.path.abspath(ref)), os.path.dirname(os.path.realpath(ref))})
-    scratch = _scratch(layout.reference_scratch(rank))
+    scratch, tmp = _scratch(layout.reference_scratch(rank)), _shared(layout.solver_tmp("reference"), theirs)
     if change:
-        identity.give([scratch], theirs)
+        identity.give([scratch, tmp], theirs)
     reference = Link.start(str(layout.reference_log(rank)),
                            read_only=ref_dirs + [p for p in job.sys_path if os.path.isdir(p)],
-                           read_write=[str(scratch)], sys_path=list(job.sys_path),
-                           env={**env, **_home(scratch), **identity.env(theirs)},
+                           read_write=[str(scratch), str(tmp)], sys_path=list(job.sys_path),
+                           env={**env, **_home(scratch, tmp), **identity.env(theirs)},
                            role="reference", cuda_device=gpu, ident=theirs)
     link.own.add(reference.pid)        # the checker's child, not one the candidate started
     return link, reference
@@ -89,12 +91,32 @@ def scheduling_changes(was: dict, now: dict, main: int) -> list[str]:
 
 
 def _scratch(path: Path) -> Path:
-    for sub in ("tmp", ".cache", ".nv"):
+    for sub in (".cache", ".nv"):
         (path / sub).mkdir(parents=True, exist_ok=True)
     return path
 
 
-def _home(scratch: Path) -> dict[str, Any]:
-    """Home, temporary and cache folders of a solver process, inside its own scratch."""
-    return {"HOME": str(scratch), "TMPDIR": str(scratch / "tmp"), "XDG_CACHE_HOME": str(scratch / ".cache"),
+def _shared(path: Path, ident: identity.Identity) -> Path:
+    """The shared TMPDIR (JobLayout.solver_tmp), made by the first of the host's checkers. It sits in
+    the world-writable /tmp: what another made there first (a link to a system folder, which give()
+    would then hand over) is removed, unless it is a folder of ours or of `ident`'s."""
+    for _ in range(3):
+        try:
+            path.mkdir(mode=0o700)
+            return path
+        except FileExistsError:
+            st = os.lstat(path)
+            if stat.S_ISDIR(st.st_mode) and st.st_uid in (os.geteuid(), ident.uid):
+                return path
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+    raise RuntimeError(f"cannot make the solver processes' TMPDIR {path}")
+
+
+def _home(scratch: Path, tmp: Path) -> dict[str, Any]:
+    """Home and cache folders of a solver process, inside its own scratch; its TMPDIR, the one its
+    role's processes of the job share on this host (JobLayout.solver_tmp)."""
+    return {"HOME": str(scratch), "TMPDIR": str(tmp), "XDG_CACHE_HOME": str(scratch / ".cache"),
             "CUDA_CACHE_PATH": str(scratch / ".nv"), "TORCHINDUCTOR_CACHE_DIR": str(scratch / ".cache" / "inductor")}
