@@ -49,6 +49,11 @@ def _sizes(v: str | None) -> list[str] | None:
     return v.split(",") if v else None
 
 
+def _baselines(v: str | None) -> str | tuple[str, ...]:
+    from .spec.baselines import parse_option      # stdlib only, like this module
+    return parse_option(v)
+
+
 OPTIONS: list[Option] = [
     Option("candidate", str, "auto", "auto | reference | shipped | shipped:NAME (auto: a shipped solution that runs "
            "here, else the reference as self-check)"),
@@ -105,6 +110,10 @@ OPTIONS: list[Option] = [
     Option("per-size", bool, False, "print a row per item and size after the table: nccl-tests' size S in bytes, "
            "reference and candidate time (median and p99 over the rounds, each round the max over ranks), algbw and "
            "busbw (GB/s; busbw where problem.yaml declares its collective), speedup with its band, roofline share"),
+    Option("baselines", str, "none", "all | none | NAME,NAME: also time the baselines a problem.yaml declares "
+           "(other backends: torch symmetric-memory ops, a point-to-point ring, ...) in the same rounds, shown as "
+           "\"vs NAME\" columns of --kb-per-size and each size's vs / best_backend in the JSON; the score stays the "
+           "reference's. Every baseline adds a window to each round, so none by default", convert=_baselines),
     Option("min-busbw", str, None, "fail the session when a passed GPU item's candidate busbw is below a bound: "
            "GB/s, or [ITEM][@SIZE]=GB/s,... (ITEM a glob over problem ids, SIZE a size name or bytes such as 256M); "
            "without @SIZE the mean over the item's sizes, nccl-tests' Avg bus bandwidth"),

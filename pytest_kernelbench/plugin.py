@@ -26,6 +26,7 @@ from .protocol import Containment
 from .session import new_run_id
 from .launch import registry
 from .spec import hardware
+from .spec.baselines import parse_option as baselines_option
 from .spec.problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
 from .collect import BrokenProblem, PkbSuite, ProblemFile, pkb_problems, problems_root
 
@@ -105,6 +106,10 @@ def settings_from(config: pytest.Config) -> Settings:
         raise pytest.UsageError(f"--kb-solutions={v['solutions']}: not a directory")
     if v["solutions-only"] and not v["solutions"]:
         raise pytest.UsageError("--kb-solutions-only needs --kb-solutions=DIR")
+    try:
+        baselines_option(v["baselines"])
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
     _check_model_options(v)
     _check_compare(v)
     _check_gates(v)
