@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import random
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol import Failure
@@ -245,8 +246,8 @@ def time_size(run: SizeRun, expected: Any) -> None:
     ref.stop()
     state["held"] = True
     try:
-        sides = {"reference": reference, "candidate": candidate,
-                 **{name: functools.partial(reference, module=name) for name in others}}
+        sides: dict[str, Callable[[int, str], float]] = {"reference": reference, "candidate": candidate,
+                                                         **{n: functools.partial(reference, module=n) for n in others}}
         measured = timer.run(phase, sides, refill, lambda name: most, checks, prepare, before)
         settle_pending()
     finally:

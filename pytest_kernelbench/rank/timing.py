@@ -139,7 +139,7 @@ class Timing:
         return {"iters": {name: n for name in sides}, "times": times, "lone": lone,
                 "band_target": self.band_target if adaptive else None}
 
-    def lone_round(self, phase: str, r: int, order: tuple[str, str], window: Callable, refill: Callable,
+    def lone_round(self, phase: str, r: int, order: tuple[str, ...], window: Callable, refill: Callable,
                    lone: dict[str, list[float]]) -> None:
         """A round of one-call windows, each side's, in the round's order and on values of their own:
         a call that has no later call to see early, so the candidate's time per call in its windows
