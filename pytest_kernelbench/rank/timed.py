@@ -152,7 +152,7 @@ def time_size(run: SizeRun, expected: Any) -> None:
         try:
             window = link.batch(list(range(calls)), first=False, spin=run.spin, barrier=c.barrier,
                                 timeout=c.batch_timeout(), inputs=job.inplace, read=read, stop=True, held=True,
-                                module=module)
+                                **({"module": module} if module else {}))
         finally:
             link.stop()
         t_read = time.perf_counter()
