@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -49,9 +50,20 @@ def _sizes(v: str | None) -> list[str] | None:
     return v.split(",") if v else None
 
 
-def _baselines(v: str | None) -> str | tuple[str, ...]:
-    from .spec.baselines import parse_option      # stdlib only, like this module
-    return parse_option(v)
+BASELINES_NONE, BASELINES_ALL = "none", "all"
+BASELINE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")     # problem.yaml's baselines: names (spec/baselines.py)
+
+
+def parse_baselines(v: str | None) -> str | tuple[str, ...]:
+    """--kb-baselines: "all", "none", or the names asked for (a tuple); ValueError for anything else."""
+    text = (v or BASELINES_NONE).strip()
+    if text in (BASELINES_NONE, BASELINES_ALL):
+        return text
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names or not all(BASELINE_NAME.match(n) for n in names):
+        raise ValueError(f"--kb-baselines={v!r}: expected all, none or NAME,NAME (names as problem.yaml's "
+                         "baselines spell them)")
+    return names
 
 
 OPTIONS: list[Option] = [
@@ -113,7 +125,7 @@ OPTIONS: list[Option] = [
     Option("baselines", str, "none", "all | none | NAME,NAME: also time the baselines a problem.yaml declares "
            "(other backends: torch symmetric-memory ops, a point-to-point ring, ...) in the same rounds, shown as "
            "\"vs NAME\" columns of --kb-per-size and each size's vs / best_backend in the JSON; the score stays the "
-           "reference's. Every baseline adds a window to each round, so none by default", convert=_baselines),
+           "reference's. Every baseline adds a window to each round, so none by default", convert=parse_baselines),
     Option("min-busbw", str, None, "fail the session when a passed GPU item's candidate busbw is below a bound: "
            "GB/s, or [ITEM][@SIZE]=GB/s,... (ITEM a glob over problem ids, SIZE a size name or bytes such as 256M); "
            "without @SIZE the mean over the item's sizes, nccl-tests' Avg bus bandwidth"),

@@ -26,7 +26,6 @@ from .protocol import Containment
 from .session import new_run_id
 from .launch import registry
 from .spec import hardware
-from .spec.baselines import parse_option as baselines_option
 from .spec.problem import CATEGORIES, DIFFICULTIES, LIBRARIES, PARALLELISMS, ProblemError, load_problem
 from .collect import BrokenProblem, PkbSuite, ProblemFile, pkb_problems, problems_root
 
@@ -107,7 +106,7 @@ def settings_from(config: pytest.Config) -> Settings:
     if v["solutions-only"] and not v["solutions"]:
         raise pytest.UsageError("--kb-solutions-only needs --kb-solutions=DIR")
     try:
-        baselines_option(v["baselines"])
+        options.parse_baselines(v["baselines"])
     except ValueError as e:
         raise pytest.UsageError(str(e)) from None
     _check_model_options(v)

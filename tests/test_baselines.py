@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from kbrun import PROBLEMS, REPO, RING, by_problem, make_tree, run
-from pytest_kernelbench.options import Settings
+from pytest_kernelbench.options import Settings, parse_baselines
 from pytest_kernelbench.protocol import TimingSpec
 from pytest_kernelbench.rank.stats import paired_speedup
 from pytest_kernelbench.rank.timing import LONE_PAIRS, Timing
@@ -142,13 +142,13 @@ def test_a_baseline_not_asked_for_runs_no_window(inner):
 def test_none_is_the_default_and_selects_nothing():
     assert Settings().baselines == "none"
     declared = {"a": {"path": "/x/a.py", "devices": ("cpu", "cuda"), "label": "a"}}
-    run_, left = baselines.select(declared, baselines.parse_option(None), "cpu", True)
+    run_, left = baselines.select(declared, parse_baselines(None), "cpu", True)
     assert run_ == {} and left["a"].startswith("not asked for")
     assert baselines.select(declared, "all", "cpu", True)[0] == {"a": str(Path("/x/a.py").resolve())}
     assert baselines.select(declared, "all", "cpu", False)[1] == {"a": "timing is off"}
-    assert baselines.parse_option("a,b") == ("a", "b")
+    assert parse_baselines("a,b") == ("a", "b")
     with pytest.raises(ValueError, match="--kb-baselines"):
-        baselines.parse_option("A-b")
+        parse_baselines("A-b")
 
 
 def _problem_copy(tmp_path: Path, patch: dict) -> Path:

@@ -14,14 +14,15 @@ reference process (trusted, no forbid guard), never in the candidate's.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
+
+from ..options import BASELINE_NAME as NAME
+from ..options import BASELINES_ALL as ALL
+from ..options import BASELINES_NONE as NONE
 
 DEVICES = ("cpu", "cuda")
 KEYS = ("file", "devices", "label")
-NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 RESERVED = ("reference", "candidate")      # the two sides every round has
-NONE, ALL = "none", "all"
 
 
 class BaselineError(ValueError):
@@ -71,22 +72,9 @@ def parse(data: dict, folder: Path, devices: tuple) -> tuple[dict, str | None]:
     return out, label.strip() if label else None
 
 
-def parse_option(value: str | None) -> str | tuple[str, ...]:
-    """--kb-baselines: "all", "none", or the names asked for (a tuple)."""
-    text = (value or NONE).strip()
-    if text in (NONE, ALL):
-        return text
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    bad = [n for n in names if not NAME.match(n)]
-    if not names or bad:
-        raise ValueError(f"--kb-baselines={value!r}: expected all, none or NAME,NAME (names as problem.yaml's "
-                         "baselines spell them)")
-    return names
-
-
 def select(declared: dict, wanted: str | tuple[str, ...], device: str, timed: bool) -> tuple[dict, dict]:
-    """(the baselines this item times, {name: path}; those left out, {name: why}). Only what the
-    problem declares is ever timed."""
+    """(the baselines this item times, {name: path}; those left out, {name: why}); `wanted`:
+    options.parse_baselines's. Only what the problem declares is ever timed."""
     run: dict[str, str] = {}
     left: dict[str, str] = {}
     for name, cfg in declared.items():
