@@ -235,3 +235,37 @@ def test_per_size_columns_name_each_baseline_and_the_best():
     assert "1.25x" in lines[1] and "3.50x" in lines[1] and lines[1].endswith("symm_mem one-shot")
     size["best_backend"] = "reference"
     assert persize.table([item])[1].endswith("NCCL")
+
+
+def test_a_slow_baseline_never_cuts_the_candidate_s_rounds():
+    # adaptive rounds stop at the slow budget of the reference's and the candidate's windows: a
+    # baseline 1000x slower runs as many rounds as they do, and they as many as without it
+    import random
+
+    def rounds_run(with_baseline: bool) -> int:
+        rng = random.Random(7)
+
+        def side(cost):
+            return lambda calls, key: cost * (1 + 0.2 * rng.random())
+        sides = {"reference": side(1e-3), "candidate": side(1e-3)}
+        if with_baseline:
+            sides["slow"] = side(1.0)
+        spec = TimingSpec(rounds=6, warmup=1, round_s=0.01, max_iters=5000, max_rounds=12, band_target=0.001)
+        measured = Timing(lambda v: v, lambda msg: None, spec).run("size x", sides, lambda key, calls, first: None,
+                                                                    lambda name: 1000)
+        return len(measured["times"]["candidate"])
+
+    assert rounds_run(True) == rounds_run(False) == 12
+
+
+def test_size_plots_draw_a_line_per_baseline():
+    from pytest_kernelbench.cli import sizeplots
+    sizes = [{"bytes_per_rank": 8192, "busbw_GBps": {"reference": 1.0, "candidate": 2.0},
+              "timing": {"reference": {"median_s": 2e-5}, "candidate": {"median_s": 1e-5},
+                         "baselines": {"ring": {"median_s": 3e-5, "busbw_GBps": 0.5}}}}]
+    item = {"baselines": {"reference_label": "NCCL", "timed": {"ring": "p2p ring"}, "left_out": {}}}
+    lines = sizeplots._lines(item, sizes)
+    assert [(side, label) for side, _, _, label in lines] == [
+        ("candidate", "candidate"), ("reference", "reference (NCCL)"), ("baseline:ring", "p2p ring")]
+    assert sizeplots._side(sizes[0], "baseline:ring")["median_s"] == 3e-5
+    assert sizeplots._bw(sizes[0], "baseline:ring", "busbw") == 0.5 and sizeplots._bw(sizes[0], "reference", "busbw") == 1.0

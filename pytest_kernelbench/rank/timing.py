@@ -32,8 +32,8 @@ Baselines (rank/baselines.py, --kb-baselines): more sides, each a reference-proc
 another module. Each round then runs every side once on the round's values, the order rotated per
 round (reference, candidate, baselines...; the next round starts one further on), each window
 holding the reference's number of calls; the lone-call rounds, the adaptive band and the slow budget
-stay the reference's and the candidate's (the budget grows with the sides). With no baseline the
-rotation is the alternation above, unchanged.
+stay the reference's and the candidate's (the budget counts their windows only). With no baseline
+the rotation is the alternation above, unchanged.
 """
 from __future__ import annotations
 
@@ -156,8 +156,8 @@ class Timing:
         a size, not 12). A count the user asked for, and CPU timing, run exactly."""
         if r % 2:
             return True
-        sides = max(2, len(times))      # the budget is both sides' windows; every baseline adds one a round
-        over = adaptive and r >= 2 and n * sum(map(sum, times.values())) > self.budget_s * sides / 2
+        # the reference's and the candidate's windows only: a baseline never cuts the candidate's rounds
+        over = adaptive and r >= 2 and n * sum(sum(t) for side, t in times.items() if side in PAIR) > self.budget_s
         if r < self.rounds:
             return not over
         return adaptive and r < self.max_rounds and not (over or self.settled(times))
