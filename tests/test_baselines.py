@@ -269,3 +269,10 @@ def test_size_plots_draw_a_line_per_baseline():
         ("candidate", "candidate"), ("reference", "reference (NCCL)"), ("baseline:ring", "p2p ring")]
     assert sizeplots._side(sizes[0], "baseline:ring")["median_s"] == 3e-5
     assert sizeplots._bw(sizes[0], "baseline:ring", "busbw") == 0.5 and sizeplots._bw(sizes[0], "reference", "busbw") == 1.0
+
+
+def test_baseline_windows_count_as_timed_time():
+    from pytest_kernelbench.metrics import timed_seconds
+    size = {"timing": {"reference": {"rounds_s": [1.0, 1.0], "iters": 2}, "candidate": {"rounds_s": [0.5], "iters": 2},
+                       "baselines": {"ring": {"rounds_s": [2.0, 2.0], "iters": 2}}}}
+    assert timed_seconds(size) == pytest.approx(4 + 1 + 8)
