@@ -33,6 +33,20 @@ def solution(x):
 """
 SLOW = PLAIN.replace("import torch", "import time\nimport torch").replace(
     "    return out", f"    time.sleep({SLOW_S})\n    return out")
+# right when the checker checks it (its first call in that process), raising in the reference
+# process's timed windows (its warm-up on CPU is 2 calls: the third is a round's)
+FLAKY = """import torch.distributed as dist
+
+calls = [0]
+
+def solution(x):
+    calls[0] += 1
+    if calls[0] >= 3:
+        raise ValueError("flaky baseline broke")
+    out = x.clone()
+    dist.all_reduce(out)
+    return out
+"""
 ZEROS = """import torch
 
 def solution(x):
@@ -54,10 +68,10 @@ def _write(folder: Path, yaml_patch: dict, files: dict[str, str], reference: str
 def inner(tmp_path_factory):
     """One inner run over copies of collective/all_reduce (its own baselines/ folder comes along):
     `multi` with a plain and a slowed baseline beside a slowed reference (and the shipped symm_mem one,
-    CUDA only); `wrong` with a baseline that returns zeros; `ring2` / `ring4` with the shipped
+    CUDA only); `wrong` with a baseline that returns zeros; `flaky` with one that raises once timed; `ring2` / `ring4` with the shipped
     baselines at W = 2 and 4; `unasked` with a baseline --kb-baselines does not name."""
     root = tmp_path_factory.mktemp("baselines")
-    problems, solutions = make_tree(root, {n: RING for n in ("multi", "wrong", "ring2", "ring4", "unasked")})
+    problems, solutions = make_tree(root, {n: RING for n in ("multi", "wrong", "flaky", "ring2", "ring4", "unasked")})
     col = problems / "collective"
     slowed_ref = PLAIN.replace("import torch", "import time\nimport torch").replace(
         "    return out", f"    time.sleep({REF_SLEEP_S})\n    return out")
@@ -68,12 +82,14 @@ def inner(tmp_path_factory):
         {"plain.py": PLAIN, "slow.py": SLOW}, reference=slowed_ref)
     _write(col / "wrong", {"world_sizes": [2], "baselines": {"zeros": {"file": "baselines/zeros.py"}}},
            {"zeros.py": ZEROS})
+    _write(col / "flaky", {"world_sizes": [2], "baselines": {"flaky": {"file": "baselines/flaky.py"}}},
+           {"flaky.py": FLAKY})
     _write(col / "ring2", {"world_sizes": [2]}, {})
     _write(col / "ring4", {"world_sizes": [4]}, {})
     _write(col / "unasked", {"world_sizes": [2], "baselines": {"other": {"file": "baselines/other.py"}}},
            {"other.py": PLAIN})
     proc, doc = run(root, str(problems), f"--kb-solutions={solutions}", "--kb-device=cpu", "--kb-cpu-ranks=4",
-                    "--kb-per-size", "--kb-baselines=plain,slow,zeros,ring,symm_mem_one_shot",
+                    "--kb-per-size", "--kb-baselines=plain,slow,zeros,flaky,ring,symm_mem_one_shot",
                     env={"KB_DEV_ROUND_S": "0.02"})
     assert doc is not None, proc.stdout + proc.stderr
     return proc, doc, by_problem(doc)
@@ -112,6 +128,13 @@ def test_a_wrong_baseline_is_the_harness_s_fault_naming_it(inner):
     item = inner[2]["collective/wrong"]
     assert item["outcome"] == "error" and item["failure"] == "harness_error", item.get("message")
     assert "the baseline zeros is wrong" in item["message"] and "not the candidate's" in item["message"]
+
+
+@pytest.mark.e2e
+def test_a_baseline_failing_in_its_timed_window_is_the_harness_s_fault(inner):
+    item = inner[2]["collective/flaky"]
+    assert item["outcome"] == "error" and item["failure"] == "harness_error", item.get("message")
+    assert "the baseline flaky failed (size tiny, timing)" in item["message"] and "flaky baseline broke" in item["message"]
 
 
 @pytest.mark.e2e
@@ -276,3 +299,13 @@ def test_baseline_windows_count_as_timed_time():
     size = {"timing": {"reference": {"rounds_s": [1.0, 1.0], "iters": 2}, "candidate": {"rounds_s": [0.5], "iters": 2},
                        "baselines": {"ring": {"rounds_s": [2.0, 2.0], "iters": 2}}}}
     assert timed_seconds(size) == pytest.approx(4 + 1 + 8)
+
+
+def test_a_failure_the_candidate_could_cause_is_never_an_error():
+    # a baseline's own bug is the harness's (error: retried, not scored); running out of memory the
+    # candidate holds, or losing a peer the candidate stopped, stays a verdict (the reference's rule)
+    from pytest_kernelbench.rank.baselines import failure
+    assert failure("TypeError: bad argument", 2) == "harness_error"
+    assert failure("OutOfMemoryError: CUDA out of memory", 2) == "runtime_error"
+    assert failure("DistBackendError: connection reset by peer", 2) == "runtime_error"
+    assert failure("DistBackendError: connection reset by peer", 1) == "harness_error"

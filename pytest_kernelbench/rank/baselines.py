@@ -13,10 +13,20 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..protocol import Failure
+from ..protocol import PEER_LOST, Failure
 from . import checks, compare
 from .stats import paired_speedup, size_band
 from .timing import summarize
+
+
+def failure(text: str, world: int) -> Failure:
+    """Whose fault a baseline's failure is (the checker's rule for the reference's): the
+    candidate's side where it lost its peers (a peer's rank stopped) or ran out of memory the
+    candidate holds; else the harness's (a baseline is our code). A failure a candidate could cause
+    is never an error, which a trainer would retry rather than score."""
+    if (world > 1 and PEER_LOST.search(text)) or "OutOfMemoryError" in text or "out of memory" in text.lower():
+        return Failure.RUNTIME_ERROR
+    return Failure.HARNESS_ERROR
 
 
 def modules(c: Any) -> dict[str, Any]:
@@ -53,7 +63,8 @@ def check(run: Any) -> None:
             out = module.solution(*mine)
             c.sync()
         except Exception as e:  # noqa: BLE001 - its peers wait in its collective: end now, as for the reference
-            c.die(Failure.HARNESS_ERROR, f"the baseline {name} failed ({phase}): {type(e).__name__}: {e}", "harness", e)
+            text = f"{type(e).__name__}: {e}"
+            c.die(failure(text, c.world), f"the baseline {name} failed ({phase}): {text}", "reference", e)
         category, msg, _ = checks.check_call(out, expected, mine, ref_in, pristine, job.tolerance, job.inplace,
                                              getattr(c.harness, "check", None))
         if category and found is None:

@@ -189,8 +189,8 @@ def time_size(run: SizeRun, expected: Any) -> None:
             c.die(Failure.HARNESS_ERROR, f"the reference process, timing{f' the baseline {module}' if module else ''}: "
                   f"{f.message}", "reference")
         if window.done.failed and module:
-            c.die(Failure.HARNESS_ERROR, f"the baseline {module} failed ({phase}, timing): "
-                  f"{window.done.failed.get('message')}", "harness")
+            text = str(window.done.failed.get("message"))
+            c.die(baselines.failure(text, c.world), f"the baseline {module} failed ({phase}, timing): {text}", "reference")
         if window.done.failed:
             c.die(Failure.RUNTIME_ERROR, f"the reference failed ({phase}, timing): {window.done.failed.get('message')}",
                   "reference")
