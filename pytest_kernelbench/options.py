@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -47,6 +48,22 @@ class Option(NamedTuple):
 
 def _sizes(v: str | None) -> list[str] | None:
     return v.split(",") if v else None
+
+
+BASELINES_NONE, BASELINES_ALL = "none", "all"
+BASELINE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")     # problem.yaml's baselines: names (spec/baselines.py)
+
+
+def parse_baselines(v: str | None) -> str | tuple[str, ...]:
+    """--kb-baselines: "all", "none", or the names asked for (a tuple); ValueError for anything else."""
+    text = (v or BASELINES_NONE).strip()
+    if text in (BASELINES_NONE, BASELINES_ALL):
+        return text
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names or not all(BASELINE_NAME.match(n) for n in names):
+        raise ValueError(f"--kb-baselines={v!r}: expected all, none or NAME,NAME (names as problem.yaml's "
+                         "baselines spell them)")
+    return names
 
 
 OPTIONS: list[Option] = [
@@ -105,6 +122,10 @@ OPTIONS: list[Option] = [
     Option("per-size", bool, False, "print a row per item and size after the table: nccl-tests' size S in bytes, "
            "reference and candidate time (median and p99 over the rounds, each round the max over ranks), algbw and "
            "busbw (GB/s; busbw where problem.yaml declares its collective), speedup with its band, roofline share"),
+    Option("baselines", str, "none", "all | none | NAME,NAME: also time the baselines a problem.yaml declares "
+           "(other backends: torch symmetric-memory ops, a point-to-point ring, ...) in the same rounds, shown as "
+           "\"vs NAME\" columns of --kb-per-size and each size's vs / best_backend in the JSON; the score stays the "
+           "reference's. Every baseline adds a window to each round, so none by default", convert=parse_baselines),
     Option("min-busbw", str, None, "fail the session when a passed GPU item's candidate busbw is below a bound: "
            "GB/s, or [ITEM][@SIZE]=GB/s,... (ITEM a glob over problem ids, SIZE a size name or bytes such as 256M); "
            "without @SIZE the mean over the item's sizes, nccl-tests' Avg bus bandwidth"),

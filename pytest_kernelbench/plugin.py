@@ -105,6 +105,10 @@ def settings_from(config: pytest.Config) -> Settings:
         raise pytest.UsageError(f"--kb-solutions={v['solutions']}: not a directory")
     if v["solutions-only"] and not v["solutions"]:
         raise pytest.UsageError("--kb-solutions-only needs --kb-solutions=DIR")
+    try:
+        options.parse_baselines(v["baselines"])
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
     _check_model_options(v)
     _check_compare(v)
     _check_gates(v)

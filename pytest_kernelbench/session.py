@@ -27,6 +27,7 @@ from .pkb.checkout import is_pkb
 from .protocol import SHARED_NO_SPEED, SHARED_PLACEMENT, Failure, JobLayout, JobSpec, Outcome, TimingSpec, rule_of
 from .report.record import ItemRecord
 from .spec import hardware
+from .spec import baselines as baseline_rules
 from .spec import shared as shared_rules
 from .spec.problem import TINY, Placement, size_names
 
@@ -228,7 +229,14 @@ class KBSession:
             native_lib=str(lib) if lib else None, glue_path=str(glue) if glue else None,
             sys_path=[PKB_SHIM] if is_pkb(problem) else [],
             builds=[str(builds), str(builds / "triton")] if builds else [], nodes=s.nodes,
-            shared_gpus=self.gpus_for(placement) if placement.shared else 0)
+            shared_gpus=self.gpus_for(placement) if placement.shared else 0,
+            baselines=self.baselines_of(problem, placement)[0])
+
+    def baselines_of(self, problem: Problem, placement: Placement) -> tuple[dict, dict]:
+        """The baselines this item times ({name: file}) and those it leaves out ({name: why}):
+        --kb-baselines, the device, and timing on (spec/baselines.py)."""
+        timed = bool(self.settings.timing) and not placement.shared
+        return baseline_rules.select(problem.baselines, self.settings.baselines, placement.device, timed)
 
     def gpus_for(self, placement: Placement) -> int:
         """How many GPUs an item leases: one per rank, or on a shared placement every GPU there is
@@ -300,6 +308,9 @@ class KBSession:
                 size["sweep"] = True
         if problem.busbw:
             record.busbw = problem.busbw
+        if problem.baselines:       # what was timed beside the reference, and why the others were not
+            record.baselines = baseline_rules.item_record(problem.baselines, problem.reference_label,
+                                                          *self.baselines_of(problem, placement), placement.device)
         record.job_dir = str(job_dir)
         if record.outcome == Outcome.PASSED and not self.settings.keep_jobs:
             launch.remove_job_dir(job_dir)

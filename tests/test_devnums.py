@@ -82,6 +82,8 @@ def test_per_size_view_of_a_cpu_run_and_its_json(tmp_path):
     s = item["sizes"][0]
     assert s["bytes_per_rank"] == 4096 * 2
     assert set(s["algbw_GBps"]) == set(s["busbw_GBps"]) == {"reference", "candidate"}
+    # --kb-baselines is none by default: the ring baseline all_reduce declares runs no window
+    assert "baselines" not in s["timing"] and "vs" not in s and item["baselines"]["timed"] == {}
     for side in ("reference", "candidate"):
         t = s["timing"][side]
         assert t["p99_s"] >= t["median_s"]

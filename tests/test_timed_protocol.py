@@ -136,7 +136,7 @@ def _size_run(late: bool = False, inplace: str | None = None):
     run = SimpleNamespace(c=c, size="small", link=cand, torch=torch, cuda=False, spin=False, record={}, pending=None,
                           verdict_now=None, lent_layout=[],
                           job=SimpleNamespace(device="cpu", inplace=bool(inplace), tolerance={"atol": 0, "rtol": 0},
-                                              timing=TimingSpec.for_device("cpu")))
+                                              timing=TimingSpec.for_device("cpu"), baselines={}))
 
     def lend(sets, reference=False):
         # both processes read the sets' descriptions as they come: one stopped would leave a

@@ -47,7 +47,8 @@ def _rounds(sizes: list[dict]) -> tuple[int, float]:
         if not n or not spent:
             continue
         rounds += n
-        own += sum(spent.get(k, 0) for k in ("refill", "checks", "reference", "candidate")) - timed_seconds(s)
+        windows = ("refill", "checks", "reference", "candidate", *(t.get("baselines") or {}))    # and any baseline's
+        own += sum(spent.get(k, 0) for k in windows) - timed_seconds(s)
     return rounds, (1e3 * own / rounds if rounds else 0.0)
 
 

@@ -51,10 +51,11 @@ def item_score(sizes: list[dict]) -> float | None:
 
 
 def timed_seconds(size: dict) -> float:
-    """What a size's timed windows took, both sides: each round's time per call times its calls
-    (the rest of an item's wall time is the harness's own)."""
-    return sum(t * tm.get("iters", 0) for tm in (size.get("timing") or {}).values()
-               if isinstance(tm, dict) for t in tm.get("rounds_s", []))
+    """What a size's timed windows took, both sides and any baseline's (--kb-baselines): each
+    round's time per call times its calls (the rest of an item's wall time is the harness's own)."""
+    timing = size.get("timing") or {}
+    sides = [*timing.values(), *(timing.get("baselines") or {}).values()]
+    return sum(t * tm.get("iters", 0) for tm in sides if isinstance(tm, dict) for t in tm.get("rounds_s", []))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -28,11 +28,12 @@ def percentile(xs: Sequence[float], q: float) -> float | None:
 
 def annotate(sizes: list[dict], collective: str | None, scale: Scale | None, world_size: int | None) -> None:
     """Add bytes_per_rank, timing.<side>.p99_s, algbw_GBps and busbw_GBps ({reference, candidate},
-    GB/s of 1e9 bytes, from each side's median) to each size that has what they need."""
+    GB/s of 1e9 bytes, from each side's median) to each size that has what they need; each
+    baseline's (--kb-baselines) p99_s, algbw_GBps and busbw_GBps go into its own timing.baselines.<name>."""
     for s in sizes:
         timing = s.get("timing") or {}
-        for side in SIDES:
-            t = timing.get(side)
+        others = [t for t in (timing.get("baselines") or {}).values() if isinstance(t, dict)]
+        for t in [timing.get(side) for side in SIDES] + others:
             if isinstance(t, dict) and t.get("rounds_s"):
                 t["p99_s"] = percentile(t["rounds_s"], 99)
         nbytes = scale.size_bytes(s.get("config") or {}, world_size or 1) if scale else None
@@ -44,5 +45,11 @@ def annotate(sizes: list[dict], collective: str | None, scale: Scale | None, wor
         if not medians:
             continue
         s["algbw_GBps"] = {k: algbw(nbytes, v) for k, v in medians.items()}
-        if collective and collective != "none" and world_size:
-            s["busbw_GBps"] = {k: busbw(nbytes, v, collective, world_size) for k, v in medians.items()}
+        bus = collective if collective and collective != "none" and world_size else None
+        if bus and world_size:
+            s["busbw_GBps"] = {k: busbw(nbytes, v, bus, world_size) for k, v in medians.items()}
+        for t in others:
+            if isinstance(t.get("median_s"), (int, float)) and t["median_s"] > 0:
+                t["algbw_GBps"] = algbw(nbytes, t["median_s"])
+                if bus and world_size:
+                    t["busbw_GBps"] = busbw(nbytes, t["median_s"], bus, world_size)

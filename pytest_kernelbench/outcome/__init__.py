@@ -91,8 +91,9 @@ def classify(job_dir: Path, token: str, nproc: int, rc: int, key: str | None = N
         except ValueError as e:
             return LaunchOutcome(Outcome.FAILED, Failure.CRASH, f"unreadable result.json: {e}", returncode=rc)
         failure = result.get("failure")
-        if failure:
-            return LaunchOutcome(Outcome.FAILED, failure["category"], failure["message"], result=result, returncode=rc)
+        if failure:     # agreed by the checkers: the candidate's, or the harness's (a wrong baseline: error)
+            return LaunchOutcome(outcome_of(failure["category"]), failure["category"], failure["message"], result=result,
+                                 returncode=rc)
         return LaunchOutcome(Outcome.PASSED, None, "", result=result, returncode=rc)
     return _blame(job_dir, candidate_path, nproc, rc, errors, done)
 

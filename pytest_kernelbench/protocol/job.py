@@ -82,6 +82,7 @@ class JobSpec:
     builds: list = field(default_factory=list)       # build caches the candidate may write (torch extensions, Triton)
     nodes: int = 1               # nodes the ranks span (--kb-nodes): ranks per node = world // nodes
     shared_gpus: int = 0         # --kb-oversubscribe: the GPUs W ranks share (0: one GPU per rank)
+    baselines: dict = field(default_factory=dict)    # name -> file: timed beside the reference (spec/baselines.py)
 
     def gpu_of(self, local_rank: int) -> int:
         """The GPU a rank's processes use: its local rank, or on a shared placement its local rank

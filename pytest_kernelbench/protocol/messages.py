@@ -58,6 +58,7 @@ class CandidateInit:
     job_dir: str = ""                # for the in-process file shield (the sandbox refuses it anyway)
     store_host: str = "127.0.0.1"    # where that store is: rank 0's node when the ranks span nodes (launch/slurm.py)
     backend: str = ""                # the group's backend (JobSpec.backend; "": nccl on CUDA, gloo on CPU)
+    baselines: dict = field(default_factory=dict)   # the reference process only: name -> file of each baseline
 
 
 @dataclass
@@ -103,6 +104,7 @@ class Batch:                         # call solution() on these sets, in order; 
     spin: bool = False               # wait for "go" and mark "done" by spinning on the control page
     inputs: bool = False             # in-place problems: the sets rebuilt from the lent memory before the
                                      # calls, and described after them (a list element may be rebound)
+    module: str = ""                 # the reference process only: the baseline it calls ("": the reference)
 
 
 @dataclass

@@ -159,7 +159,14 @@ class CandidateProcess:
         self.solution: Any = getattr(module, "solution", None)
         if not callable(self.solution):
             raise _Stop(Failure.COMPILE_ERROR, f"the {self.role} module defines no callable solution()")
+        self.modules: dict[str, Any] = {"": self.solution}     # Batch.module: the reference process's baselines too
         if self.role != "candidate":       # the reference is trusted: nothing below is its verdict
+            for name, path in msg.baselines.items():
+                try:
+                    self.modules[name] = _load_file(path, f"kb_baseline_{name}").solution
+                except BaseException as e:  # noqa: BLE001 - the harness's fault (the checker says so)
+                    raise _Stop(Failure.RUNTIME_ERROR, f"importing the baseline {name}: {type(e).__name__}: {e}",
+                                traceback.format_exc()) from None
             self.chan.send(Imported(time.perf_counter() - t0))
             return
         unsafe = self.unsafe()
@@ -208,8 +215,9 @@ class CandidateProcess:
         self.held.append(outs)          # alive until Release: no later call can reuse their memory
         running: list[str] = []
         try:
+            solve = self.modules[msg.module]
             for i in msg.calls:
-                outs.append(self.solution(*self.sets[i]))
+                outs.append(solve(*self.sets[i]))
                 if threading.active_count() > self.baseline_count and not running:   # cheap: no list made
                     running = [t.name for t in threading.enumerate() if t not in self.baseline_threads]
             t_calls = time.perf_counter()

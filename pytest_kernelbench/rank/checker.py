@@ -215,7 +215,7 @@ class Checker:
             # no forbidden-API guards: they wrap the very collectives a reference makes, and an honest
             # candidate, which makes none, would be timed against a reference slowed by them
             ref_init = dataclasses.replace(init, candidate_path=os.path.abspath(job.reference_path), native_lib=None,
-                                           glue_path=None, forbid=[])
+                                           glue_path=None, forbid=[], baselines=dict(job.baselines))
             ref_key = f"kb/{job.token}/reference-store"
             if self.rank != 0:
                 ref_init.store_host, ref_init.store_port = self.published(ref_key)

@@ -152,7 +152,7 @@ class Link:
             raise ItemFailed(Failure.CRASH, f"the candidate process died ({self.exit_text()})", "candidate") from None
 
     def batch(self, calls: list[int], first: bool, spin: bool, barrier: Any, timeout: float, inputs: bool = False,
-              read: bool | list[int] = True, stop: bool = False, held: bool = False) -> Window:
+              read: bool | list[int] = True, stop: bool = False, held: bool = False, module: str = "") -> Window:
         """Run a batch and time it from "go" to "done" (`barrier()` first, across checkers). `read`:
         its outputs will be read (their descriptions are expanded and checked now); a list: only
         those calls' will (a reference window's, read only so that the checker does the same work
@@ -162,10 +162,11 @@ class Link:
         `held`: the process is stopped now (a timed window, rank/timed.py): the batch is queued
         while it is, the barrier passed and the clock started, and only then is it continued, so
         that nothing of it (its batch loop, a thread it hid) runs between its first sight of the
-        window's inputs and the clock's start; there is no "armed" to wait for."""
+        window's inputs and the clock's start; there is no "armed" to wait for. `module`: the
+        reference process's baseline to call (Batch.module; "": its reference)."""
         self.seq += 1
         seq = self.seq
-        self.send(Batch(calls=list(calls), first=first, spin=spin, inputs=inputs))
+        self.send(Batch(calls=list(calls), first=first, spin=spin, inputs=inputs, module=module))
         if held:
             barrier()
             t0 = time.perf_counter()

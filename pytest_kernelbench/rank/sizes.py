@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ..protocol import SETUP_MARK, Failure, Sets, reported_category
-from . import checks, compare, memory
+from . import baselines, checks, compare, memory
 from .failures import AgreedFailure
 from .globalstate import RULE
 from .timed import time_size
@@ -208,6 +208,7 @@ class SizeRun:
         expected = self.trials()
         self.record["correctness_s"] = time.perf_counter() - t0
         if job.timing.enabled:
+            baselines.check(self)       # the job's baselines right before they are timed (rank/baselines.py)
             time_size(self, expected)
         return self.record
 

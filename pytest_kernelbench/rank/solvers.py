@@ -41,7 +41,8 @@ def start(layout: JobLayout, job: JobSpec, rank: int, gpu_index: int) -> tuple[L
     if not job.timing.enabled:
         return link, None
     ref = job.reference_path          # its folder, where the file is and where a link to it points
-    ref_dirs = sorted({os.path.dirname(os.path.abspath(ref)), os.path.dirname(os.path.realpath(ref))})
+    # its folder and the baselines' (spec/baselines.py), which it imports too
+    ref_dirs = sorted({os.path.dirname(f(p)) for p in (ref, *job.baselines.values()) for f in (os.path.abspath, os.path.realpath)})
     scratch, tmp = _scratch(layout.reference_scratch(rank)), _shared(layout.solver_tmp("reference"), theirs)
     if change:
         identity.give([scratch, tmp], theirs)

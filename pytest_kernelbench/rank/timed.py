@@ -14,14 +14,16 @@ reference's windows (rank/foreign.py).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import random
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol import Failure
-from . import checks, compare, foreign
+from . import baselines, checks, compare, foreign
 from .failures import ItemFailed
 from .slots import Slots, slot_count
 from .stats import BAND_METHOD, lookahead_bound, paired_speedup, size_band
@@ -74,10 +76,11 @@ def time_size(run: SizeRun, expected: Any) -> None:
     mine = max(1, min(budget // max(out_bytes, 1), slot_count(in_bytes, job.timing)))
     most = -int(c.agree_max(-float(mine)))         # the least over ranks: every rank lends as many slots
     phase = f"size {size}"
-    spent = dict.fromkeys(("refill", "reference", "candidate", "checks"), 0.0)   # where the size's time goes
-    phases: dict[str, list[tuple[float, ...]]] = {"reference": [], "candidate": []}   # per window: WINDOW_PARTS
+    others = list(job.baselines)        # timed beside the reference (rank/baselines.py)
+    spent = dict.fromkeys(("refill", "reference", "candidate", *others, "checks"), 0.0)   # where the size's time goes
+    phases: dict[str, list[tuple[float, ...]]] = {side: [] for side in ("reference", "candidate", *others)}   # WINDOW_PARTS
     state: dict[str, Any] = {}
-    gpu = {"reference": foreign.Tally(), "candidate": foreign.Tally()}     # the probe before each window
+    gpu = {side: foreign.Tally() for side in ("reference", "candidate", *others)}     # the probe before each window
 
     flush = None
     if run.cuda:
@@ -139,15 +142,17 @@ def time_size(run: SizeRun, expected: Any) -> None:
     assert ref is not None
 
     def held_window(link: Any, calls: int, read: bool | list[int], pick: list[int],
-                    inputs: bool = False) -> tuple[Window, float]:
+                    inputs: bool = False, module: str = "") -> tuple[Window, float]:
         """A window of a held solver process, either side's: its batch queued while it is stopped,
         continued once the clock runs (Link.batch, held), stopped the moment "done" has come, the
         picked calls' outputs (and, `inputs`, their in-place inputs) read then (and when that read
         began). Every batch of an in-place problem describes its inputs, timed or not, on both
-        sides: no batch tells a timed window from a checked one by its form."""
+        sides: no batch tells a timed window from a checked one by its form. `module`: a baseline
+        the reference process runs (Batch.module)."""
         try:
             window = link.batch(list(range(calls)), first=False, spin=run.spin, barrier=c.barrier,
-                                timeout=c.batch_timeout(), inputs=job.inplace, read=read, stop=True, held=True)
+                                timeout=c.batch_timeout(), inputs=job.inplace, read=read, stop=True, held=True,
+                                **({"module": module} if module else {}))
         finally:
             link.stop()
         t_read = time.perf_counter()
@@ -167,26 +172,30 @@ def time_size(run: SizeRun, expected: Any) -> None:
         spent["checks"] += now - t_read
         return window.seconds / window.calls
 
-    def reference(calls: int, key: str) -> float:
+    def reference(calls: int, key: str, module: str = "") -> float:
         """The reference process's window: the candidate's protocol, the same calls on the same
         slots (the candidate stopped meanwhile: none of its threads or children run beside it).
         The outputs of the calls its twin candidate window has checked are read at "done" too: the
         checker's work after a window, before the round's other one, is the same whichever side
-        went first."""
+        went first. `module`: a baseline's window instead (its failure is the harness's)."""
         t = time.perf_counter()
         c.reference_untouched(f"{phase}, timing")
         # where the checker can read the reference process's memory (CUDA: by IPC); CPU timing
         # checks the protocol's logic only
         pick = picked(run, twin_key(key), calls)[0] if ref.reader is not None else []
         try:
-            window, t_read = held_window(ref, calls, read=pick, pick=pick)
+            window, t_read = held_window(ref, calls, read=pick, pick=pick, module=module)
         except ItemFailed as f:
-            c.die(Failure.HARNESS_ERROR, f"the reference process, timing: {f.message}", "reference")
+            c.die(Failure.HARNESS_ERROR, f"the reference process, timing{f' the baseline {module}' if module else ''}: "
+                  f"{f.message}", "reference")
+        if window.done.failed and module:
+            text = str(window.done.failed.get("message"))
+            c.die(baselines.failure(text, c.world), f"the baseline {module} failed ({phase}, timing): {text}", "reference")
         if window.done.failed:
             c.die(Failure.RUNTIME_ERROR, f"the reference failed ({phase}, timing): {window.done.failed.get('message')}",
                   "reference")
         ref.release()
-        return account("reference", window, t, t_read)
+        return account(module or "reference", window, t, t_read)
 
     deferred: list = []
 
@@ -237,8 +246,9 @@ def time_size(run: SizeRun, expected: Any) -> None:
     ref.stop()
     state["held"] = True
     try:
-        measured = timer.run(phase, {"reference": reference, "candidate": candidate}, refill, lambda name: most,
-                             checks, prepare, before)
+        sides: dict[str, Callable[[int, str], float]] = {"reference": reference, "candidate": candidate,
+                                                         **{n: functools.partial(reference, module=n) for n in others}}
+        measured = timer.run(phase, sides, refill, lambda name: most, checks, prepare, before)
         settle_pending()
     finally:
         state["held"] = False
@@ -276,6 +286,7 @@ def time_size(run: SizeRun, expected: Any) -> None:
             run.record["speedup"] = min(run.record["speedup"], cap)
         if band:
             run.record["band"] = [min(band[0], cap), min(band[1], cap)]
+    baselines.timing_record(run.record, measured, others, lookahead)
     n_after = max(1, min(AFTER_SETS, slots.fresh))
     after_timing(run, slots.lent[:n_after], slots.priv, refill)
     run.record["timing_s"] = time.perf_counter() - t0
@@ -284,6 +295,8 @@ def time_size(run: SizeRun, expected: Any) -> None:
 def twin_key(key: str) -> str:
     """The key of the candidate's window that a reference window pairs with ("3r" -> "3c"; a
     warm-up's or probe's: its name with the other side's)."""
+    if ":" in key:       # a baseline's window in round r ("<r>:<name>", timing.py): the round's candidate's
+        return key.split(":", 1)[0] + "c"
     return key[:-1] + "c" if key[-1:] == "r" else key.replace("reference", "candidate")
 
 

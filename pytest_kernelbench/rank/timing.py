@@ -27,6 +27,13 @@ LONE_PAIRS rounds, both sides also run a window of one call on fresh values; a l
 nothing to see ahead, and the window's fixed part is the same harness code on both sides, so the
 candidate's time per call is bounded below by what the lone calls say (stats.lookahead_bound),
 and a size's speedup is capped where its windows beat that bound.
+
+Baselines (rank/baselines.py, --kb-baselines): more sides, each a reference-process window of
+another module. Each round then runs every side once on the round's values, the order rotated per
+round (reference, candidate, baselines...; the next round starts one further on), each window
+holding the reference's number of calls; the lone-call rounds, the adaptive band and the slow budget
+stay the reference's and the candidate's (the budget counts their windows only). With no baseline
+the rotation is the alternation above, unchanged.
 """
 from __future__ import annotations
 
@@ -40,6 +47,7 @@ from typing import Any
 from ..protocol import TimingSpec
 from .stats import band_within
 
+PAIR = ("reference", "candidate")      # the sides every round has; the others are baselines
 PROBE_CALLS = 24
 LONE_PAIRS = 4                  # rounds of one-call windows a size (the lookahead bound, stats.lookahead_bound)
 SLOW_BUDGET = 16                # past SLOW_BUDGET * max_rounds rounds of round_s, no more rounds (adaptive timing)
@@ -74,6 +82,7 @@ class Timing:
         every window (the inputs made as the round's refill left them, the device cache emptied);
         `sizing`: the side whose probes set the calls a window holds (the trusted one)."""
         iters = {}
+        names = list(sides)       # the rotation's order: reference, candidate, then the baselines
 
         def window(name: str, calls: int, key: str, alone: bool = False) -> float:
             """One window; `alone` (warm-up, probes): with values of its own, checked at once."""
@@ -109,27 +118,28 @@ class Timing:
         if prepare is not None:
             prepare(n)
         times: dict[str, list[float]] = {name: [] for name in sides}
-        lone: dict[str, list[float]] = {name: [] for name in sides}
+        lone: dict[str, list[float]] = {name: [] for name in sides if name in PAIR}
         adaptive = self.max_rounds > self.rounds
         r = 0
         while self.more(r, n, times, adaptive):
-            order = ("reference", "candidate") if r % 2 == 0 else ("candidate", "reference")
+            order = rotated(names, r)
             refill(f"{r}", n, order[0])
             for name in order:
-                key = f"{r}{name[0]}"
+                key = f"{r}{name[0]}" if name in PAIR else f"{r}:{name}"      # a baseline's: rank/timed.twin_key reads it
                 self.heartbeat(f"{phase}, timing round {r + 1}/{self.rounds if r < self.rounds else self.max_rounds}, {name}")
                 times[name].append(self.agree_max(window(name, n, key)))
             if after_pair is not None:
                 after_pair()
             if r < LONE_PAIRS and n > 1:
-                self.lone_round(phase, r, order, window, refill, lone)
+                pair = tuple(name for name in order if name in PAIR)
+                self.lone_round(phase, r, pair, window, refill, lone)
                 if after_pair is not None:
                     after_pair()
             r += 1
         return {"iters": {name: n for name in sides}, "times": times, "lone": lone,
                 "band_target": self.band_target if adaptive else None}
 
-    def lone_round(self, phase: str, r: int, order: tuple[str, str], window: Callable, refill: Callable,
+    def lone_round(self, phase: str, r: int, order: tuple[str, ...], window: Callable, refill: Callable,
                    lone: dict[str, list[float]]) -> None:
         """A round of one-call windows, each side's, in the round's order and on values of their own:
         a call that has no later call to see early, so the candidate's time per call in its windows
@@ -146,7 +156,8 @@ class Timing:
         a size, not 12). A count the user asked for, and CPU timing, run exactly."""
         if r % 2:
             return True
-        over = adaptive and r >= 2 and n * sum(map(sum, times.values())) > self.budget_s
+        # the reference's and the candidate's windows only: a baseline never cuts the candidate's rounds
+        over = adaptive and r >= 2 and n * sum(sum(t) for side, t in times.items() if side in PAIR) > self.budget_s
         if r < self.rounds:
             return not over
         return adaptive and r < self.max_rounds and not (over or self.settled(times))
@@ -155,6 +166,12 @@ class Timing:
         """The paired speedup's noise band lies within +-band_target of its median."""
         ratios = [a / b for a, b in zip(times["reference"], times["candidate"]) if a > 0 and b > 0]
         return band_within(ratios, self.band_target)
+
+
+def rotated(names: list[str], r: int) -> tuple[str, ...]:
+    """Round r's order: the sides turned r places (two sides: reference first in even rounds)."""
+    k = r % len(names)
+    return tuple(names[k:] + names[:k])
 
 
 def summarize(rounds: list[float]) -> dict:

@@ -6,6 +6,9 @@ the item's record (metrics/devnums.py adds the developer's ones), so the table a
     algbw, busbw        algbw_GBps / busbw_GBps (GB/s = 1e9 B/s; busbw where problem.yaml declares busbw)
     speedup [band]      speedup and band of the size (GPU runs; CPU times are no speed)
     roof%               roofline.candidate
+    vs NAME, best       --kb-baselines: vs.<NAME> (the candidate's paired speedup against that baseline, timed
+                        in the same rounds; the speedup column is against the reference) and best_backend,
+                        named by its label (problem.yaml reference_label, baselines.<NAME>.label)
 """
 from __future__ import annotations
 
@@ -48,8 +51,32 @@ def _speedup(s: dict) -> str:
     return f"{s['speedup']:.2f}x" + (f" [{band[0]:.2f}-{band[1]:.2f}]" if band else "")
 
 
-def rows(items: list[dict]) -> list[tuple[str, ...]]:
-    """The table's rows (no header): passed items with timed sizes, by problem then size order."""
+def baseline_names(items: list[dict]) -> list[str]:
+    """The baselines any passed item timed, in the order first met: one "vs NAME" column each."""
+    names: dict[str, None] = {}
+    for i in items:
+        if i.get("outcome") == Outcome.PASSED:
+            for s in i.get("sizes") or []:
+                names.update(dict.fromkeys(s.get("vs") or {}))
+    return list(names)
+
+
+def _vs(s: dict, name: str) -> str:
+    value = (s.get("vs") or {}).get(name)
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _best(item: dict, s: dict) -> str:
+    best = s.get("best_backend")
+    if not best:
+        return "-"
+    said = item.get("baselines") or {}
+    return str(said.get("reference_label") or best) if best == "reference" else str((said.get("timed") or {}).get(best) or best)
+
+
+def rows(items: list[dict], names: list[str] | None = None) -> list[tuple[str, ...]]:
+    """The table's rows (no header): passed items with timed sizes, by problem then size order;
+    `names`: the baselines' "vs" columns and the "best" one (none: no such columns)."""
     out: list[tuple[str, ...]] = []
     for i in items:
         if i.get("outcome") != Outcome.PASSED:
@@ -64,7 +91,8 @@ def rows(items: list[dict]) -> list[tuple[str, ...]]:
                         _us(timing.get("reference"), "median_s"), _us(timing.get("reference"), "p99_s"),
                         _us(timing.get("candidate"), "median_s"), _us(timing.get("candidate"), "p99_s"),
                         _pair(s.get("algbw_GBps")), _pair(s.get("busbw_GBps")), _speedup(s),
-                        "-" if roof is None else f"{roof * 100:.0f}%"))
+                        "-" if roof is None else f"{roof * 100:.0f}%")
+                       + ((*(_vs(s, n) for n in names), _best(i, s)) if names else ()))
     return out
 
 
@@ -72,13 +100,20 @@ def table(items: list[dict]) -> list[str]:
     """The per-size view's lines; a note when no item has a timed size."""
     from . import latest_by_item, natural_key
     items = sorted(latest_by_item(items), key=lambda i: (natural_key(i.get("problem") or ""), i.get("sample") or 0))
-    body = rows(items)
+    names = baseline_names(items)
+    body = rows(items, names)
     if not body:
         return ["per size: no passed item with timed sizes (--kb-timing=on on a passed item gives them)"]
-    table_rows = [HEAD, *body]
-    widths = [max(len(r[c]) for r in table_rows) for c in range(len(HEAD))]
+    head = HEAD + ((*(f"vs {n}" for n in names), "best") if names else ())
+    table_rows = [head, *body]
+    widths = [max(len(r[c]) for r in table_rows) for c in range(len(head))]
     lines = ["  ".join(cell.rjust(w) if c >= 3 else cell.ljust(w) for c, (cell, w) in enumerate(zip(r, widths))).rstrip()
              for r in table_rows]
     if any(i.get("device") == "cpu" for i in items):
         lines.append("(cpu: gloo times exercise the timing protocol; they are no speed and no bandwidth of a GPU)")
+    untimed = sorted({f"{i.get('problem')}: {', '.join((i.get('baselines') or {}).get('left_out') or {})}"
+                      for i in items if (i.get("baselines") or {}).get("left_out") and not (i["baselines"].get("timed"))})
+    if untimed:
+        lines.append(f"(baselines not timed: {'; '.join(untimed)}; --kb-baselines=all or NAME,NAME times them beside "
+                     "the reference, each a \"vs NAME\" column)")
     return lines

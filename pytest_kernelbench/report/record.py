@@ -43,6 +43,7 @@ class ItemRecord:
     message: str | None = None
     metric: str | None = None                   # problem.yaml `metric` (time, or a problem's own)
     busbw: str | None = None                    # problem.yaml `busbw`: nccl-tests' collective of busbw_GBps
+    baselines: dict | None = None               # --kb-baselines: reference_label, timed {name: label}, left_out {name: why}
     gates: list[str] | None = None              # --kb-min-busbw / --kb-max-latency: what this item missed
     build: dict | None = None                   # native: the build's facts
     gpus: list[int] = field(default_factory=list)

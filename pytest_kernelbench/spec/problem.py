@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from . import bandwidth, shared
+from . import bandwidth, baselines, shared
 from .kinds import KINDS, Kind
 
 CATEGORIES = ("p2p", "collective", "ep", "fusion", "utility")
@@ -82,6 +82,8 @@ class Problem:
     busbw: str | None = None       # nccl-tests' collective whose bus factor applies (spec/bandwidth.py)
     scale: bandwidth.Scale | None = None   # the size field that scales, in elements (bytes per size, sweeps)
     shared_device: dict | None = None   # why it cannot run with ranks sharing a GPU, if so (spec/shared.py)
+    baselines: dict = field(default_factory=dict)   # name -> {"path", "devices", "label"} (spec/baselines.py)
+    reference_label: str | None = None  # what the reference is (e.g. NCCL), as the per-size view names it
 
     @property
     def kind_spec(self) -> Kind:
@@ -229,7 +231,7 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
     known = {"shared_device", "title", "description", "category", "parallelism", "difficulty", "libraries", "world_sizes",
              "devices", "dtype", "sizes", "forbid", "inplace", "tolerance", "timeout_s", "cpu_note",
              "no_cpu_candidate", "solutions", "kind", "template", "metric", "build", "family", "unscored",
-             "nodes", "busbw", "scale"}
+             "nodes", "busbw", "scale", "baselines", "reference_label"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ProblemError(p, f"unknown field '{unknown[0]}' (known: {', '.join(sorted(known))})")
@@ -237,6 +239,11 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
     try:
         busbw, scale = bandwidth.parse(data, dtype, sizes)
     except bandwidth.DeclarationError as e:
+        raise ProblemError(p, str(e)) from None
+
+    try:
+        declared, reference_label = baselines.parse(data, folder, devices)
+    except baselines.BaselineError as e:
         raise ProblemError(p, str(e)) from None
 
     if not (folder / "reference.py").is_file():
@@ -268,7 +275,7 @@ def load_problem(yaml_path: Path, root: Path) -> Problem:
                    cpu_note=cpu_note, no_cpu_candidate=no_cpu.strip() if no_cpu else None, solutions=solutions,
                    kind=kind, metric=metric, template=template, build=build, family=family,
                    unscored=unscored.strip() if unscored else None, nodes=nodes, busbw=busbw, scale=scale,
-                   shared_device=shared_device)
+                   shared_device=shared_device, baselines=declared, reference_label=reference_label)
 
 
 def _solutions(folder: Path, declared: dict, devices: tuple, p: Path) -> dict:

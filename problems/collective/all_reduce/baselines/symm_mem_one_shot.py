@@ -1,0 +1,23 @@
+"""Baseline: torch's symmetric-memory one-shot all-reduce (torch.ops.symm_mem.one_shot_all_reduce_copy:
+x is copied into a symmetric buffer, every rank reads every peer's buffer over NVLink and sums, one
+barrier). Its workspace is allocated and rendezvoused once per size. No multicast: the harness sets
+TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and NCCL_NVLS_ENABLE=0, and this file never touches them.
+Trusted, timed in the reference process (--kb-baselines); never shown to candidates."""
+import torch
+import torch.distributed as dist
+import torch.distributed._symmetric_memory as symm_mem
+
+_buffers: dict = {}
+
+
+def _buffer(x: torch.Tensor) -> torch.Tensor:
+    key = (x.numel(), x.dtype, x.device)
+    if key not in _buffers:
+        buf = symm_mem.empty(x.numel(), dtype=x.dtype, device=x.device)
+        symm_mem.rendezvous(buf, dist.group.WORLD.group_name)
+        _buffers[key] = buf
+    return _buffers[key]
+
+
+def solution(x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.symm_mem.one_shot_all_reduce_copy(_buffer(x), x, "sum", dist.group.WORLD.group_name)
