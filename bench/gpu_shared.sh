@@ -6,6 +6,7 @@
 # red team (tests/cheats/test_gpu_shared_cheats.py) runs after the W = 2 self-check.
 #   KB_BUDGET_S (default 450): the whole script's seconds; a run cut short keeps its JSONL, and the
 #   table reads it. KB_SIZES (default tiny): the sizes to check (empty: every GPU size).
+#   KB_STEPS (default "2:reference cheats 2:shipped 4:reference 4:shipped"): which runs, in order.
 source "$(dirname "$0")/gpu_common.sh"
 BUDGET=${KB_BUDGET_S:-450}; START=$SECONDS
 SIZES=${KB_SIZES-tiny}
@@ -25,6 +26,8 @@ cheats() {   # the peer-memory red team at W = 2 on the shared GPU (tests/cheats
   timeout -k 10 "$left" $PT -rA tests/cheats/test_gpu_shared_cheats.py \
     2>&1 | tail -12 | tee "$OUT/shared-cheats.txt"
 }
-run 2 reference; cheats; run 2 shipped; run 4 reference; run 4 shipped
+for step in ${KB_STEPS:-2:reference cheats 2:shipped 4:reference 4:shipped}; do
+  if [ "$step" = cheats ]; then cheats; else run "${step%%:*}" "${step#*:}"; fi
+done
 log table; python3 bench/shared_table.py "$OUT"/shared-w*-*.json* | tee "$OUT/shared-table.md"
 log done
