@@ -3,7 +3,10 @@ p2p/linear_attn_cp_state_scan on CPU (gloo, W = 2). A planted wrong kernel per p
 ring step, the Ulysses return in the wrong peer order, the previous rank's state dropped from the
 scan), each the reference with one change, fails as `mismatch`; an honest kernel that sums in another
 order (float64, everything gathered) passes, so the rms-scaled tolerances fail no honest order.
-One inner pytest run judges all six."""
+The shipped solutions (other algorithms: a k/v all-gather instead of Ulysses, gradients sent to
+their owners instead of an accumulator ring, a two-level chunk scan) pass the same oracles, in the
+same run at W = 2 and in one more at W = 4 (non-neighbour messages, several ring steps).
+One inner pytest run judges the nine at W = 2."""
 from __future__ import annotations
 
 import pytest
@@ -91,6 +94,14 @@ WRONG = {
 }
 
 
+# issue 49: the shipped solution of each problem (problem.yaml `solutions`)
+SHIPPED = {ZIGZAG: "direct_grads", USP: "kv_allgather_overlap", SCAN: "two_level_scan"}
+
+
+def shipped(pid: str) -> str:
+    return (PROBLEMS / pid / "solutions" / f"{SHIPPED[pid]}.py").read_text()
+
+
 def name(pid: str, kind: str) -> str:
     return f"{pid.split('/')[1]}_{kind}"
 
@@ -99,8 +110,20 @@ def name(pid: str, kind: str) -> str:
 def judged(tmp_path_factory):
     root = tmp_path_factory.mktemp("p49c")
     for pid in (ZIGZAG, USP, SCAN):
-        problems, solutions = make_tree(root, {name(pid, "exact"): EXACT[pid], name(pid, "wrong"): WRONG[pid]}, base=pid)
+        problems, solutions = make_tree(root, {name(pid, "exact"): EXACT[pid], name(pid, "wrong"): WRONG[pid],
+                                               name(pid, "shipped"): shipped(pid)}, base=pid)
     proc, doc = run(root, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=2",
+                    "--kb-timeout=120", "-n", "2")
+    assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return by_problem(doc)
+
+
+@pytest.fixture(scope="module")
+def judged_w4(tmp_path_factory):
+    root = tmp_path_factory.mktemp("p49c_w4")
+    for pid in (ZIGZAG, USP, SCAN):
+        problems, solutions = make_tree(root, {name(pid, "shipped"): shipped(pid)}, base=pid)
+    proc, doc = run(root, str(problems), f"--kb-solutions={solutions}", "--kb-nproc=4",
                     "--kb-timeout=120", "-n", "2")
     assert doc is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
     return by_problem(doc)
@@ -116,3 +139,18 @@ def test_a_planted_wrong_kernel_fails_as_mismatch(judged, pid):
 def test_an_honest_kernel_summing_in_another_order_passes(judged, pid):
     it = judged[f"{pid.split('/')[0]}/{name(pid, 'exact')}"]
     assert it["outcome"] == "passed", explain(it)
+
+
+@pytest.mark.parametrize("pid", [ZIGZAG, USP, SCAN])
+def test_the_shipped_solution_passes_at_w2_and_w4(judged, judged_w4, pid):
+    key = f"{pid.split('/')[0]}/{name(pid, 'shipped')}"
+    for world, doc in ((2, judged), (4, judged_w4)):
+        it = doc[key]
+        assert it["outcome"] == "passed" and it["world_size"] == world, explain(it)
+
+
+def test_each_problem_lists_its_shipped_solution_for_cpu_and_cuda():
+    import yaml
+    for pid, sol in SHIPPED.items():
+        data = yaml.safe_load((PROBLEMS / pid / "problem.yaml").read_text())
+        assert data["solutions"] == {sol: {"devices": ["cpu", "cuda"]}}, pid

@@ -10,10 +10,10 @@ every rank). But every block's share is a bfloat16 tensor (the flash backward's 
     half the bytes of fp32, W - 1 messages instead of W hops);
   - the owner adds what it receives into its own fp32 accumulators: the same bfloat16 block
     gradients summed in fp32 as in the reference, in another order, with no chain between ranks.
-Step s posts, in one batch, the next key/value transfer, the receive of the gradients that peer
-rank + s computes against our chunks at its step s, and the send of our step s - 1 gradients; a
-receive is waited for after the next block's compute, so no rank waits on a peer's compute of the
-same step.
+Each step posts the next key/value transfer before its block's compute (one batch, as the
+reference), then one batch that sends the block's gradients to their owner and receives those that
+peer rank + s computed against our chunks in the same step; that batch is waited for after the next
+block's compute. Every batch is matched within itself on every rank (NCCL runs one as one group).
 """
 import torch
 import torch.distributed as dist
@@ -49,29 +49,15 @@ def solution(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
     dq = dq_b.float()
     dkv = torch.stack([dk_b, dv_b]).float()
 
-    outgoing = None                        # (owner, dk, dv) of the previous step, sent this step
-    incoming = None                        # (rows, dk, dv, works) of the previous step, added after compute
-    sends = []
+    grad_works, incoming = [], None
     for step in range(1, world):
         for work in kv_works:
             work.wait()
         kv, kv_next = kv_next, kv
-        ops = []
-        if step < world - 1:
-            ops += [dist.P2POp(dist.isend, kv, send_to, tag=_KV), dist.P2POp(dist.irecv, kv_next, recv_from, tag=_KV)]
-        # peer rank + step holds our chunks now; its share covers our first chunk only when that
-        # chunk precedes both of its query chunks (rank < peer)
-        peer = (rank + step) % world
-        rows = slice(0, half) if rank < peer else slice(0, 2 * half)
-        dk_in = torch.empty_like(k[:, :, rows])
-        dv_in = torch.empty_like(v[:, :, rows])
-        ops += [dist.P2POp(dist.irecv, dk_in, peer, tag=_GRAD), dist.P2POp(dist.irecv, dv_in, peer, tag=_GRAD)]
-        if outgoing is not None:
-            owner, dk_o, dv_o = outgoing
-            ops += [dist.P2POp(dist.isend, dk_o, owner, tag=_GRAD), dist.P2POp(dist.isend, dv_o, owner, tag=_GRAD)]
-        works = dist.batch_isend_irecv(ops)
-        n_kv = 2 if step < world - 1 else 0
-        kv_works, recv_works, send_works = works[:n_kv], works[n_kv:n_kv + 2], works[n_kv + 2:]
+        kv_works = []
+        if step < world - 1:               # post the next block's transfer before computing
+            kv_works = dist.batch_isend_irecv([dist.P2POp(dist.isend, kv, send_to, tag=_KV),
+                                               dist.P2POp(dist.irecv, kv_next, recv_from, tag=_KV)])
 
         src = (rank - step) % world        # kv holds the chunks src and 2W-1-src
         if src < rank:                     # chunk src precedes both query chunks; 2W-1-src follows both
@@ -83,26 +69,25 @@ def solution(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tenso
             dq[:, :, half:] += dq_b
 
         if incoming is not None:           # the previous step's gradients of our chunks
-            _add(dkv, *incoming)
-        for work in sends:                 # what we sent the step before has left
-            work.wait()
-        sends = send_works
-        outgoing = (src, dk_b.contiguous(), dv_b.contiguous())
-        incoming = (rows, dk_in, dv_in, recv_works)
-
-    if outgoing is not None:
-        owner, dk_o, dv_o = outgoing
-        sends += dist.batch_isend_irecv([dist.P2POp(dist.isend, dk_o, owner, tag=_GRAD),
-                                         dist.P2POp(dist.isend, dv_o, owner, tag=_GRAD)])
+            _add(dkv, grad_works, *incoming)
+        # ours to src's owner; from peer rank + step, which held our chunks this step: its share covers
+        # our first chunk only when that chunk precedes both of its query chunks (rank < peer). One
+        # batch per step on every rank, matched within it (NCCL runs a batch as one group)
+        peer = (rank + step) % world
+        rows = slice(0, half) if rank < peer else slice(0, 2 * half)
+        sent = (dk_b.contiguous(), dv_b.contiguous())   # referenced until its batch is waited
+        incoming = (rows, torch.empty_like(k[:, :, rows]), torch.empty_like(v[:, :, rows]))
+        grad_works = dist.batch_isend_irecv([
+            dist.P2POp(dist.isend, sent[0], src, tag=_GRAD), dist.P2POp(dist.isend, sent[1], src, tag=_GRAD),
+            dist.P2POp(dist.irecv, incoming[1], peer, tag=_GRAD), dist.P2POp(dist.irecv, incoming[2], peer, tag=_GRAD),
+        ])
     if incoming is not None:
-        _add(dkv, *incoming)
-    for work in sends:
-        work.wait()
+        _add(dkv, grad_works, *incoming)
     return dq.to(q.dtype), dkv[0].to(k.dtype), dkv[1].to(v.dtype)
 
 
-def _add(dkv, rows, dk, dv, works):
-    for work in works:
+def _add(dkv, works, rows, dk, dv):
+    for work in works:                     # the whole batch: NCCL gives one work for it
         work.wait()
     dkv[0, :, :, rows] += dk
     dkv[1, :, :, rows] += dv
