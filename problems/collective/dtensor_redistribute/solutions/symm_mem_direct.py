@@ -27,7 +27,9 @@ def _setup(x: torch.Tensor, rows: int, cols: int):
     col = _chunk(cols, world // 2)
     buf = symm_mem.empty(max(1, rows * max(col)), dtype=x.dtype, device=x.device)
     hdl = symm_mem.rendezvous(buf, dist.group.WORLD.group_name)
-    return buf, hdl
+    # our tensor may sit inside a larger pool block: peers' views start at the same offset in theirs
+    base = (buf.data_ptr() - int(hdl.buffer_ptrs[dist.get_rank()])) // buf.element_size()
+    return buf, hdl, base
 
 
 def solution(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
@@ -37,7 +39,7 @@ def solution(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     key = (rows, cols, x.dtype)
     if key not in _state:
         _state[key] = _setup(x, rows, cols)
-    buf, hdl = _state[key]
+    buf, hdl, base = _state[key]
     outer = _chunk(rows, 2)
     inner = _chunk(outer[i], half)
     row0 = sum(outer[:i]) + sum(inner[:j])
@@ -50,7 +52,7 @@ def solution(x: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
         for d in range(world):
             dj = d % half
             if col[dj]:
-                dst = hdl.get_buffer(d, (rows, col[dj]), x.dtype)
+                dst = hdl.get_buffer(d, (rows, col[dj]), x.dtype, storage_offset=base)
                 dst[row0:row0 + r].copy_(x[:, starts[dj]:starts[dj] + col[dj]])
     hdl.barrier()                     # every write into this rank's buffer has landed
     return buf[:rows * col[j]].view(rows, col[j]).clone()
