@@ -112,7 +112,9 @@ def test_two_baselines_show_vs_columns_and_the_best_backend(inner):
     assert s["best_backend"] == "plain"        # the reference sleeps REF_SLEEP_S a call, the plain one nothing
     # the score's ratio is the reference's alone (CPU: cpu_time_ratio, the paired speedup of reference
     # and candidate rounds), whatever the baselines did
-    assert s["cpu_time_ratio"] == pytest.approx(paired_speedup(s["timing"]))
+    # (before the lookahead cap, which a loaded machine's noisy lone calls can set off)
+    uncapped = (s["timing"].get("lookahead") or {}).get("uncapped_speedup", s["cpu_time_ratio"])
+    assert uncapped == pytest.approx(paired_speedup(s["timing"])) and s["cpu_time_ratio"] <= uncapped * (1 + 1e-9)
     assert item["baselines"] == {"reference_label": "reference", "timed": {"plain": "plain NCCL", "slow": "slow"},
                                  "left_out": {"symm_mem_one_shot": "runs on cuda only, not cpu"}}
     schema = json.loads((REPO / "pytest_kernelbench" / "schemas" / "report.schema.json").read_text())

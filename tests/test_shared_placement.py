@@ -42,6 +42,7 @@ def _session(gpus: int, local_gpus: bool = True, **settings) -> SimpleNamespace:
                          launcher=SimpleNamespace(local_gpus=local_gpus, name="fork" if local_gpus else "slurm"))
     ns.shared_skip = lambda problem: KBSession.shared_skip(ns, problem)       # type: ignore[arg-type]
     ns.gpus_for = lambda placement: KBSession.gpus_for(ns, placement)         # type: ignore[arg-type]
+    ns.baselines_of = lambda problem, placement: KBSession.baselines_of(ns, problem, placement)  # type: ignore[arg-type]
     return ns
 
 

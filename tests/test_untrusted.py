@@ -198,6 +198,19 @@ def test_a_cuda_allocation_is_read_within_the_size_the_driver_mapped(monkeypatch
         reader.add([[1 << 32, 4096, "not hex"]])
 
 
+def test_an_empty_cuda_output_reads_as_empty_whatever_its_pointer():
+    """A reference or candidate returning x.new_empty(0) (collective/reduce off the root): its data
+    pointer is 0, in no allocation; the first W = 2 GPU run failed the self-check there ("an output
+    in memory the candidate did not allocate itself")."""
+    reader = memory.IpcReader(_Driver(), torch.device("cpu"))
+    described = outputs.describe(torch.empty(0, dtype=torch.bfloat16))
+    described.update(p=0, dev="cuda")
+    out = outputs.read(described, reader)
+    assert out.shape == (0,) and out.dtype == torch.bfloat16
+    with pytest.raises(memory.MemoryError_):      # a non-empty one there is still refused
+        reader.read(0, 2, "cuda")
+
+
 def test_a_link_reads_what_a_cpu_candidate_described_within_bounds(reader):
     from pytest_kernelbench.rank.link import Link, Window
     link = Link(os.getpid(), None, None)

@@ -20,6 +20,8 @@ import time
 from ..protocol import MULTICAST_OFF
 
 MAX_ENTRIES = 4096
+ADDRESS_END = 1 << 63           # past it no process maps anything (and pread's offset overflows)
+SETTLE_TRIES, SETTLE_S = 3, 0.002     # an unreadable environment is read again this often before it counts
 STALE_S = 10.0      # a watcher whose loop is late is waited for this long, then it no longer watches
 
 
@@ -43,16 +45,22 @@ class _Env:
         self.array, self.reads = 0, 0
 
     def _ptr(self, addr: int) -> int:
+        if not 0 < addr < ADDRESS_END:      # pread refuses an offset past 2^63 with OverflowError
+            raise OSError(f"no address {addr:#x}")
         data = os.pread(self.fd, 8, addr)
         if len(data) != 8:           # an address it does not map, or a process that has ended
             raise OSError(f"{len(data)} bytes at {addr:#x}")
         return int.from_bytes(data, "little")
 
     def _string(self, p: int) -> tuple[bytes, bytes]:
+        if not 0 < p < ADDRESS_END:
+            raise OSError(f"no string at {p:#x}")
         name, _, value = os.pread(self.fd, 128, p).split(b"\0", 1)[0].partition(b"=")
         return name, value
 
     def _scan(self) -> dict[bytes, bytes]:
+        if not 0 < self.array < ADDRESS_END - 8 * MAX_ENTRIES:
+            raise OSError(f"no environ array at {self.array:#x}")
         raw = os.pread(self.fd, 8 * MAX_ENTRIES, self.array)
         out: dict[bytes, bytes] = {}
         self.slots = {}
@@ -70,8 +78,22 @@ class _Env:
         return out
 
     def read(self) -> dict[bytes, bytes]:
-        """What getenv sees now; raises for anything unreadable (whatever the candidate pointed
-        `environ` at: an unmapped address, one past 2^63), which the caller judges."""
+        """What getenv sees now; raises for anything that stays unreadable (whatever the candidate
+        pointed `environ` at: an unmapped address, one past 2^63), which the caller judges. A read
+        that fails is tried again a few times first: an honest setenv (torch's, NCCL's) moves the
+        array while it is read, and a stale one holds whatever the allocator put there since (a
+        false "unsafe" under load, seen once in the test suite)."""
+        for attempt in range(SETTLE_TRIES):
+            try:
+                return self._read()
+            except OSError:
+                if attempt == SETTLE_TRIES - 1:
+                    raise
+                self.slots = {}
+                time.sleep(SETTLE_S)
+        raise AssertionError("unreachable")
+
+    def _read(self) -> dict[bytes, bytes]:
         array = self._ptr(self.where)
         self.reads += 1
         if array != self.array or self.reads % self.RESCAN == 0 or not self.slots:

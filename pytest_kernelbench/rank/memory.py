@@ -295,6 +295,8 @@ class IpcReader:
         if device != "cuda":
             raise MemoryError_(f"an output on {device}, expected the GPU")
         pointer_ok(p, n)
+        if n == 0:      # an empty tensor's pointer may be 0, in no allocation: nothing to read
+            return torch.empty(0, dtype=torch.uint8, device=self.device)
         for base, nbytes, ours in self.lent:
             if base <= p and p + n <= base + nbytes:
                 return bytes_tensor(ours + (p - base), n, self.device)

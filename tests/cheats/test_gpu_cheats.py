@@ -11,8 +11,8 @@ import torch
 from cheatlib import HONEST
 from kbrun import PROBLEMS, by_problem, leftover_processes, make_tree, run
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
-                                reason="needs 2 CUDA GPUs")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+                                reason="needs 2 CUDA GPUs")]
 
 TIMEOUT_S = 300
 SPIN_CYCLES = 50_000_000        # torch.cuda._sleep: tens of ms of GPU time on any recent GPU

@@ -18,7 +18,7 @@ import pytest
 import torch
 from kbrun import by_problem, leftover_processes, make_tree, run
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 SPIN_CYCLES = 100_000_000       # torch.cuda._sleep: tens of ms of GPU time, far longer than a time slice
 
