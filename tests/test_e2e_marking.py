@@ -105,3 +105,23 @@ def test_an_unmarked_test_that_starts_a_process_fails_and_a_marked_one_passes(tm
 
 def test_the_marker_is_registered(pytestconfig):
     assert any(line.startswith("e2e:") for line in pytestconfig.getini("markers"))
+
+
+def test_a_gpu_only_module_that_starts_processes_says_so_in_its_marks():
+    """The guard sees a start only where a test runs: a module skipped without CUDA that runs an
+    inner pytest is never checked on a CPU machine, and on the GPU its unmarked start fails there
+    (tests/cheats/test_gpu_shared_cheats.py did, on the first shared-GPU run)."""
+    import ast
+    missing = []
+    for path in sorted([*TESTS.glob("test_*.py"), *TESTS.glob("cheats/test_*.py")]):
+        text = path.read_text()
+        tree = ast.parse(text)
+        starts = any(isinstance(n, (ast.Import, ast.ImportFrom)) and any(
+            m in (getattr(n, "module", None) or "") + " ".join(a.name for a in n.names)
+            for m in ("kbrun", "cheatlib", "subprocess")) for n in ast.walk(tree))
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in node.targets):
+                marks = ast.get_source_segment(text, node) or ""
+                if starts and "cuda" in marks and "e2e" not in marks:
+                    missing.append(path.name)
+    assert not missing, f"GPU-only modules that start processes without the e2e mark: {missing}"
