@@ -90,7 +90,9 @@ def test_a_watcher_killed_or_stopped_is_gone(guarded, monkeypatch):
         time.sleep(1.2)
         assert "has not turned" in (watch.gone() or "")
         os.kill(watch.watcher, signal.SIGKILL)
-        time.sleep(0.1)
+        end = time.monotonic() + 5           # reaped once the kernel has made it a zombie (a loaded machine: later)
+        while "exited" not in (watch.gone() or "") and time.monotonic() < end:
+            time.sleep(0.05)
         assert "exited" in (watch.gone() or "")
         assert watch.finding() is None
     finally:
@@ -145,19 +147,24 @@ def test_a_garbage_entry_in_the_array_is_skipped_like_an_unmapped_one(guarded):
     assert found is None, found
 
 
-def test_an_unreadable_read_is_tried_again_before_it_counts(monkeypatch):
+def test_a_change_counts_only_where_it_stays_over_a_few_reads(monkeypatch):
+    """An honest setenv moving the array mid-read showed the guarded names missing (the torchrun
+    leg of test_harness_cpu under load: "NCCL_NVLS_ENABLE='' (was '0')", unsafe) or a pointer past
+    2^63 (OverflowError): a change or an unreadable array counts only when it stays."""
     from pytest_kernelbench.rank import envwatch
+    want = {b"X": b"1"}
     env = envwatch._Env(os.getpid(), (b"X",))
-    fails = iter([OSError("moved"), OSError("moved"), {b"X": b"1"}])
+    reads = iter([{}, OSError("moved"), {b"X": b"1"}])
 
-    def flaky():
-        r = next(fails)
+    def settling():
+        r = next(reads)
         if isinstance(r, Exception):
             raise r
         return r
-    monkeypatch.setattr(env, "_read", flaky)
-    assert env.read() == {b"X": b"1"}          # two stale reads, then the settled array
+    monkeypatch.setattr(env, "_read", settling)
+    assert env.changed(want) is None               # a stale view, an unreadable one, then the settled array
+    monkeypatch.setattr(env, "_read", lambda: {b"X": b"0"})
+    assert "X='0' (was '1')" in (env.changed(want) or "")       # a change that stays
     monkeypatch.setattr(env, "_read", lambda: (_ for _ in ()).throw(OSError("gone")))
-    with pytest.raises(OSError):               # one that stays unreadable is judged
-        env.read()
+    assert "could not be read" in (env.changed(want) or "")     # so does an unreadable array
     os.close(env.fd)
