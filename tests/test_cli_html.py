@@ -303,3 +303,12 @@ def test_the_committed_screenshot_is_the_gpu_baselines_page_at_1400px():
     shots = sorted((REPO / "reports" / "baselines").glob("*-leaderboard-gpu-1400px.png"))
     assert shots, "no screenshot of the leaderboard page under reports/baselines/"
     assert image.imread(str(shots[-1])).shape[1] == 1400
+
+
+def test_a_long_label_is_elided_in_the_middle_keeping_candidate_and_machine():
+    """A run of many shipped solutions names them all in its label (164 characters on the shared-GPU
+    baseline): its legend, one column wide, passed the figure's edge."""
+    long = "shipped (" + ", ".join(f"solution_{k}" for k in range(12)) + ") (1x NVIDIA H100 80GB HBM3, W=2, shared GPU)"
+    s = plots.short(long)
+    assert len(s) == plots.LABEL_MOST and s.startswith("shipped (solution_0") and s.endswith("W=2, shared GPU)")
+    assert plots.short("reference (self-check) (1x NVIDIA H200, W=1)") == "reference (self-check) (1x H200, W=1)"

@@ -118,6 +118,9 @@ def ranks(monkeypatch):
         fake = types.ModuleType("torch.distributed._symmetric_memory")
         fake.empty, fake.rendezvous = w.empty, w.rendezvous
         monkeypatch.setitem(sys.modules, "torch.distributed._symmetric_memory", fake)
+        # `import torch.distributed._symmetric_memory as m` reads the package's attribute first: once
+        # another test imported the real module (a CI worker's earlier tests), sys.modules alone is not seen
+        monkeypatch.setattr(dist, "_symmetric_memory", fake, raising=False)
         monkeypatch.setattr(dist, "get_rank", lambda: w.rank)
         monkeypatch.setattr(dist, "get_world_size", lambda: world)
         monkeypatch.setattr(dist, "barrier", lambda *a, **k: w.sync.wait())

@@ -77,8 +77,17 @@ def colors(scores: list[Score]) -> dict[str, Any]:
     return {s.label: cmap(n % cmap.N) for n, s in enumerate(scores)}
 
 
+LABEL_MOST = 64      # characters of an entry's label in a legend: a run of many shipped solutions names them all
+
+
 def short(label: str) -> str:
-    return label.replace("NVIDIA ", "")
+    """The label as a legend shows it: the middle elided past LABEL_MOST characters, keeping the
+    start (the candidate) and the end (the machine and world size), which tell entries apart."""
+    label = label.replace("NVIDIA ", "")
+    if len(label) <= LABEL_MOST:
+        return label
+    head = LABEL_MOST // 2 - 1
+    return label[:head] + "…" + label[len(label) - (LABEL_MOST - head - 1):]
 
 
 def legend_outside(fig: Figure, handles: list, labels: list[str], where: str = "lower", most: int = 3) -> None:
