@@ -1,7 +1,7 @@
 """Does a process hardened exactly like the candidate process (rank/sandbox.py harden() with the
 job's identity, issue 44: a uid of its own, a mount namespace, only the device nodes it needs) still
 run what candidates run on a GPU machine? One line per step, ok or error, in a forked child that
-hardens itself as rank/candidate.py main() does; the parent plays the checker (root, unhardened,
+hardens itself as rank/solverboot.py main() does; the parent plays the checker (root, unhardened,
 CUDA initialized after the fork) for the CUDA IPC steps both ways. Steps: the system files it must
 not open for writing (opened and closed, never written), CUDA, IPC of a checker's allocation and of
 its own, NCCL at W = 1 and one all_reduce, symmetric memory empty + rendezvous at W = 1, a tiny
@@ -75,7 +75,7 @@ def child(sock: socket.socket, scratch: str, builds: str, ident: identity.Identi
     os.environ.update(HOME=scratch, TMPDIR=scratch, XDG_CACHE_HOME=scratch, CUDA_CACHE_PATH=scratch,
                       TORCH_EXTENSIONS_DIR=builds, TRITON_CACHE_DIR=os.path.join(builds, "triton"),
                       **identity.env(ident))
-    tempfile.tempdir = None      # the parent's mkdtemp cached /tmp, which the sandbox closes (candidate.main does the same)
+    tempfile.tempdir = None      # the parent's mkdtemp cached /tmp, which the sandbox closes (solverboot.main does the same)
     layers = sandbox.harden([], [scratch, builds], ident)
     os.chdir(scratch)
     if "uid" in layers:

@@ -80,7 +80,7 @@ class Link:
             die_with_parent()
             if os.getppid() != parent:
                 os._exit(70)
-            from .candidate import main
+            from .solverboot import main
             main(theirs.fileno(), ctrl, log_fd, read_only, read_write, sys_path, env, role, cuda_device, ident)
             os._exit(70)
         theirs.close()
