@@ -161,10 +161,10 @@ def test_a_change_counts_only_where_it_stays_over_a_few_reads(monkeypatch):
         if isinstance(r, Exception):
             raise r
         return r
-    monkeypatch.setattr(env, "_read", settling)
+    monkeypatch.setattr(env, "read", settling)
     assert env.changed(want) is None               # a stale view, an unreadable one, then the settled array
-    monkeypatch.setattr(env, "_read", lambda: {b"X": b"0"})
+    monkeypatch.setattr(env, "read", lambda: {b"X": b"0"})
     assert "X='0' (was '1')" in (env.changed(want) or "")       # a change that stays
-    monkeypatch.setattr(env, "_read", lambda: (_ for _ in ()).throw(OSError("gone")))
+    monkeypatch.setattr(env, "read", lambda: (_ for _ in ()).throw(OSError("gone")))
     assert "could not be read" in (env.changed(want) or "")     # so does an unreadable array
     os.close(env.fd)

@@ -77,11 +77,6 @@ class _Env:
                 self.slots[name] = (k // 8, p)
         return out
 
-    def read(self) -> dict[bytes, bytes]:
-        """What getenv sees now; raises for anything unreadable (whatever the candidate pointed
-        `environ` at: an unmapped address, one past 2^63), which the caller judges."""
-        return self._read()
-
     def changed(self, want: dict[bytes, bytes]) -> str | None:
         """What differs from `want` (or why it cannot be read), only where it stays so over a few
         reads SETTLE_S apart: an honest setenv (torch's, NCCL's, os.environ's) moves the array
@@ -94,14 +89,16 @@ class _Env:
                 self.slots = {}
                 time.sleep(SETTLE_S)
             try:
-                found = _changes(want, self._read())
-            except OSError as e:
+                found = _changes(want, self.read())
+            except Exception as e:  # noqa: BLE001 - anything it points environ at is judged, not obeyed
                 found = f"its environment could not be read ({type(e).__name__}; environ at {self.array:#x})"
             if not found:
                 return None
         return found
 
-    def _read(self) -> dict[bytes, bytes]:
+    def read(self) -> dict[bytes, bytes]:
+        """What getenv sees now; raises for anything unreadable (whatever the candidate pointed
+        `environ` at: an unmapped address, one past 2^63), which changed() judges."""
         array = self._ptr(self.where)
         self.reads += 1
         if array != self.array or self.reads % self.RESCAN == 0 or not self.slots:
@@ -198,13 +195,11 @@ class EnvWatch:
         try:
             if env is None:
                 env = self.mine[pid] = _Env(pid, tuple(self.want))
+        except OSError as e:            # its memory cannot be opened
+            found: str | None = f"its environment could not be read ({type(e).__name__})"
+        else:
             found = env.changed(self.want)
-            return None if found and _Env.state(pid) in ("", "Z", "X") else found    # gone: judged elsewhere
-        except Exception as e:  # noqa: BLE001 - anything it points environ at is judged, not obeyed
-            if _Env.state(pid) in ("", "Z", "X"):
-                return None                       # gone: its end is judged elsewhere
-            where = f"; environ at {env.array:#x}" if env is not None else ""
-            return f"its environment could not be read ({type(e).__name__}{where})"
+        return None if found and _Env.state(pid) in ("", "Z", "X") else found      # gone: judged elsewhere
 
     def stop(self) -> None:
         try:
@@ -237,10 +232,7 @@ def _watch(pids: list[int], want: dict[bytes, bytes], w: int, interval_s: float,
             if state in ("", "Z", "X"):          # gone
                 del envs[pid]
                 continue
-            try:
-                changed = env.changed(want)
-            except Exception as e:  # noqa: BLE001 - anything it points environ at is judged, not obeyed
-                changed = f"its environment could not be read ({type(e).__name__}; environ at {env.array:#x})"
+            changed = env.changed(want)
             if changed and env.state(pid) in ("", "Z", "X"):     # it ended while being read
                 del envs[pid]
                 continue
